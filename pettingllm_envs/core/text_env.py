@@ -1,0 +1,388 @@
+"""The base class of every pettingllm environment: a turn-based text AEC env.
+
+A concrete environment declares its ``roles`` (the turn order) and a config dataclass,
+and fills in a handful of hooks:
+
+==========================  ==============================================================
+hook                        what it does
+==========================  ==============================================================
+``generate_instance(rng)``  a new problem from a ``random.Random`` (procedural envs)
+``instance_key(instance)``  canonical text of a problem; its hash decides the split
+``load_instance(i, split)`` problem ``i`` of a split (override for datasets)
+``start_episode(instance)`` set up the episode state
+``apply_action(agent, s)``  parse and apply one action, return an :class:`ActionResult`
+``global_reward()``         the team's task state in [0, 1], the same for every role
+``is_success()``            the task is solved (or the game won, per agent)
+``is_done()``               the episode ends (defaults to ``is_success()``)
+``role_instructions(a)``    the system prompt of role ``a``
+``task_view(a)``            what role ``a`` sees now (task, history, feedback)
+``render_state()``          the state as text for ``render()``
+==========================  ==============================================================
+
+The base class owns everything PettingZoo checks: agent bookkeeping, the AEC turn
+order, reward accumulation, termination and truncation at ``max_turns``, infos,
+seeding through ``np_random``, and a cheap ``deepcopy``.
+
+Semantics (DESIGN.md §3):
+
+* A *turn* is every role acting once, in ``roles`` order. ``task_view`` of a later role
+  is built after the earlier roles of the same turn acted, so it can show their output.
+* After each action the acting agent's reward is ``alpha * global + local``, with both
+  parts, the parsed action and why it was invalid in ``infos[agent]["last_action"]``.
+* An action that is not a string, is longer than ``max_action_chars``, or that the env
+  cannot parse costs ``format_penalty`` (in ``local``) and never raises.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, TypeVar
+
+import numpy as np
+from gymnasium.utils import seeding
+from pettingzoo import AECEnv
+
+from pettingllm_envs.core.instances import SPLITS, Split, draw_instance
+from pettingllm_envs.core.spaces import TextObservation, UnicodeText
+
+InstanceT = TypeVar("InstanceT")
+
+#: Marker inserted where an over-long observation was cut.
+CUT_MARKER = "\n[... cut to fit max_observation_chars ...]\n"
+
+
+@dataclass
+class TextEnvConfig:
+    """Options that every text environment has. Each env subclasses this with its own fields."""
+
+    alpha: float = 1.0
+    """Weight of the team reward in ``alpha * global + local``. AT-GRPO (Zhao et al., 2025)
+    mixes a shared task reward, which rewards coordination, with a role-specific reward,
+    which gives each role a signal that varies with its own action."""
+
+    max_turns: int = 4
+    """Turns before the episode is truncated; a turn is every role acting once."""
+
+    split: Split = "train"
+    """Which split ``reset`` draws problems from (``options={"split": ...}`` overrides it)."""
+
+    data_seed: int = 0
+    """Problem ``i`` is generated from ``random.Random(data_seed + i)``."""
+
+    test_percent: int = 20
+    """Share of the instance space (by content hash) that belongs to the test split."""
+
+    format_penalty: float = 0.5
+    """Subtracted from the local reward of an action that is not a string, is too long,
+    or cannot be parsed; the reason is in ``infos``."""
+
+    max_action_chars: int = 32768
+    """Longest accepted action; longer ones are invalid (they also lie outside the action space)."""
+
+    max_observation_chars: int = 65536
+    """Longest observation; longer prompts are cut in the middle, keeping the task and the latest events."""
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` on an inconsistent configuration."""
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        if self.split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}")
+        if not 1 <= self.test_percent <= 99:
+            raise ValueError(f"test_percent must be in 1..99, got {self.test_percent}")
+        if self.format_penalty < 0:
+            raise ValueError(f"format_penalty must be >= 0, got {self.format_penalty}")
+        if self.max_action_chars < 1 or self.max_observation_chars < 2 * len(CUT_MARKER):
+            raise ValueError("max_action_chars and max_observation_chars are too small")
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What one action did, as returned by ``apply_action``.
+
+    ``parsed`` must be JSON-like and is never mutated afterwards (records are shared
+    between deep copies of an env).
+    """
+
+    local_reward: float
+    """The role's own contribution, penalties included."""
+    valid: bool = True
+    """False when the action could not be parsed or broke the rules."""
+    parsed: Any = None
+    """The structured action the env understood (a move list, code, an answer)."""
+    invalid_reason: str | None = None
+    """Why the action was invalid or penalised, for the model and the logs."""
+    feedback: str = ""
+    """Text that later observations may show (tool output, test results)."""
+
+
+@dataclass(frozen=True)
+class ActionRecord:
+    """One action in the episode history (immutable, shared by deep copies)."""
+
+    turn: int
+    agent: str
+    text: str
+    result: ActionResult
+    reward_global: float
+    reward_local: float
+    reward: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
+    """Turn-based text environment with the PettingZoo AEC API."""
+
+    roles: ClassVar[tuple[str, ...]] = ()
+    config_class: ClassVar[type[TextEnvConfig]] = TextEnvConfig
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": ["human", "ansi"],
+        "name": "text_env_v0",
+        "is_parallelizable": False,
+    }
+    #: Attributes that deep copies share instead of copying: configuration, spaces,
+    #: read-only problem data and heavy resources (subclasses extend this set).
+    shared_attributes: ClassVar[frozenset[str]] = frozenset(
+        {"config", "render_mode", "instance", "_action_spaces", "_observation_spaces"}
+    )
+
+    def __init__(
+        self, config: TextEnvConfig | None = None, *, render_mode: str | None = None, **overrides: Any
+    ) -> None:
+        super().__init__()
+        if config is None:
+            config = self.config_class(**overrides)
+        elif overrides:
+            config = dataclasses.replace(config, **overrides)
+        if not isinstance(config, self.config_class):
+            raise TypeError(f"config must be a {self.config_class.__name__}, got {type(config).__name__}")
+        config.validate()
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}")
+        self.config = config
+        self.render_mode = render_mode
+        self.possible_agents = list(self.roles)
+        self._action_spaces = {a: UnicodeText(config.max_action_chars) for a in self.roles}
+        self._observation_spaces = {a: UnicodeText(config.max_observation_chars) for a in self.roles}
+        self._np_random: np.random.Generator | None = None
+        self._np_random_seed: int | None = None
+        self.instance: InstanceT | None = None
+        self.index = -1
+        self.split: Split = config.split
+        self.turn = 0
+        self.history: list[ActionRecord] = []
+        self.agents: list[str] = []
+
+    # ------------------------------------------------------------------ hooks
+    def generate_instance(self, rng: Any) -> InstanceT:
+        raise NotImplementedError
+
+    def instance_key(self, instance: InstanceT) -> str:
+        raise NotImplementedError
+
+    def load_instance(self, index: int, split: Split) -> InstanceT:
+        """Problem ``index`` of ``split``; procedural envs need not override this."""
+        return draw_instance(
+            self.generate_instance,
+            self.instance_key,
+            data_seed=self.config.data_seed,
+            index=index,
+            split=split,
+            test_percent=self.config.test_percent,
+        )
+
+    def start_episode(self, instance: InstanceT) -> None:
+        raise NotImplementedError
+
+    def apply_action(self, agent: str, text: str) -> ActionResult:
+        raise NotImplementedError
+
+    def global_reward(self) -> float:
+        raise NotImplementedError
+
+    def is_success(self, agent: str | None = None) -> bool:
+        raise NotImplementedError
+
+    def is_done(self) -> bool:
+        return self.is_success()
+
+    def role_instructions(self, agent: str) -> str:
+        raise NotImplementedError
+
+    def task_view(self, agent: str) -> str:
+        raise NotImplementedError
+
+    def render_state(self) -> str:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ PettingZoo
+    @property
+    def np_random(self) -> np.random.Generator:
+        """The env's random generator, seeded by ``reset(seed=...)`` (entropy otherwise)."""
+        if self._np_random is None:
+            self._np_random, self._np_random_seed = seeding.np_random()
+        return self._np_random
+
+    @property
+    def np_random_seed(self) -> int | None:
+        return self._np_random_seed
+
+    def observation_space(self, agent: str) -> UnicodeText:
+        return self._observation_spaces[agent]
+
+    def action_space(self, agent: str) -> UnicodeText:
+        return self._action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        """Start an episode.
+
+        The problem is ``options["index"]`` when given, else ``seed`` (so ``reset(seed=i)``
+        always plays problem ``i``), else drawn from ``np_random``. ``options["split"]``
+        overrides the configured split. Other option keys are ignored.
+        """
+        if seed is not None:
+            self._np_random, self._np_random_seed = seeding.np_random(seed)
+        options = options or {}
+        split = options.get("split", self.config.split)
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        if "index" in options:
+            index = int(options["index"])
+        elif seed is not None:
+            index = int(seed)
+        else:
+            index = int(self.np_random.integers(0, 2**31 - 1))
+        self.index, self.split = index, split
+        self.instance = self.load_instance(index, split)
+        self.agents = list(self.possible_agents)
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.turn = 0
+        self._turn_position = 0
+        self.history = []
+        self.agent_selection = self.agents[0]
+        self.start_episode(self.instance)
+        self.infos = {a: self._info(a) for a in self.agents}
+        if self.render_mode == "human":
+            self.render()
+
+    def observe(self, agent: str) -> TextObservation:
+        return TextObservation(self._fit(self.role_instructions(agent) + "\n\n" + self.task_view(agent)))
+
+    def step(self, action: str | None) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        self._cumulative_rewards[agent] = 0.0
+        text, reason = self._coerce_action(action)
+        if reason is not None:
+            result = ActionResult(-self.config.format_penalty, valid=False, invalid_reason=reason)
+        else:
+            result = self.apply_action(agent, text)
+        reward_global = float(self.global_reward())
+        reward_local = float(result.local_reward)
+        reward = self.config.alpha * reward_global + reward_local
+        self.history.append(
+            ActionRecord(self.turn, agent, text, result, reward_global, reward_local, reward)
+        )
+
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self.rewards[agent] = reward
+        self._turn_position += 1
+        if self._turn_position == len(self.possible_agents):
+            self._turn_position = 0
+            self.turn += 1
+        if self.is_done():
+            self.terminations = dict.fromkeys(self.agents, True)
+        elif self.turn >= self.config.max_turns:
+            self.truncations = dict.fromkeys(self.agents, True)
+        self.agent_selection = self.possible_agents[self._turn_position]
+        self.infos = {a: self._info(a) for a in self.agents}
+        self._accumulate_rewards()
+        if self.render_mode == "human":
+            self.render()
+
+    def render(self) -> str | None:
+        if self.render_mode is None:
+            return None
+        text = self.render_state()
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def close(self) -> None:
+        """Nothing to release by default; envs holding resources override this."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TextAECEnv:
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        for name, value in self.__dict__.items():
+            if name in self.shared_attributes:
+                clone.__dict__[name] = value
+            elif name == "history":
+                clone.__dict__[name] = list(value)  # records are immutable
+            else:
+                clone.__dict__[name] = copy.deepcopy(value, memo)
+        return clone
+
+    # --------------------------------------------------------------- helpers
+    def last_record(self, agent: str | None = None, turn: int | None = None) -> ActionRecord | None:
+        """The most recent action of ``agent`` (any agent when None), optionally in ``turn``."""
+        for record in reversed(self.history):
+            if (agent is None or record.agent == agent) and (turn is None or record.turn == turn):
+                return record
+        return None
+
+    def _coerce_action(self, action: Any) -> tuple[str, str | None]:
+        if isinstance(action, bytes):
+            action = action.decode("utf-8", errors="replace")
+        if not isinstance(action, str):
+            return "", f"the action must be a string, got {type(action).__name__}"
+        if len(action) > self.config.max_action_chars:
+            return action[: self.config.max_action_chars], (
+                f"the action has {len(action)} characters, more than max_action_chars="
+                f"{self.config.max_action_chars}"
+            )
+        return action, None
+
+    def _fit(self, text: str) -> str:
+        limit = self.config.max_observation_chars
+        if len(text) <= limit:
+            return text
+        keep = limit - len(CUT_MARKER)
+        head = keep // 4
+        return text[:head] + CUT_MARKER + text[len(text) - (keep - head) :]
+
+    def _info(self, agent: str) -> dict[str, Any]:
+        record = self.last_record(agent)
+        last_action = None
+        if record is not None:
+            last_action = {
+                "turn": record.turn,
+                "valid": record.result.valid,
+                "parsed": record.result.parsed,
+                "invalid_reason": record.result.invalid_reason,
+                "reward": record.reward,
+                "reward_global": record.reward_global,
+                "reward_local": record.reward_local,
+                "alpha": self.config.alpha,
+            }
+        return {
+            "env_id": self.metadata["name"],
+            "index": self.index,
+            "split": self.split,
+            "turn": self.turn,
+            "role": agent,
+            "messages": [
+                {"role": "system", "content": self.role_instructions(agent)},
+                {"role": "user", "content": self.task_view(agent)},
+            ],
+            "last_action": last_action,
+            "success": bool(self.is_success(agent)),
+        }

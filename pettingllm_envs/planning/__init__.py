@@ -1,0 +1,5 @@
+"""Planning environments."""
+
+from pettingllm_envs.planning import plan_path as plan_path_v0
+
+__all__ = ["plan_path_v0"]

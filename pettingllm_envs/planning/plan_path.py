@@ -1,0 +1,395 @@
+"""Plan-path: a tool agent and a planner move a walker to the goal of a grid maze.
+
+| Property            | Value                                                                  |
+|---------------------|------------------------------------------------------------------------|
+| Id / import         | `plan_path_v0` / `from pettingllm_envs.planning import plan_path_v0`   |
+| Roles (turn order)  | `tool`, `planner`                                                      |
+| Observation         | `TextObservation` (a `str`): role instructions, grid, history          |
+| Action              | `UnicodeText(max_action_chars)`: free text                             |
+| tool's action       | a ```` ```python ```` block whose program prints `MOVES: U R ...`      |
+| planner's action    | text ending with a line `MOVES: U R R D` (U/D/L/R or up/down/...)      |
+| Global reward       | reached: 0.7 + 0.3 * shortest/steps; else 0.5 * progress toward goal   |
+| Local reward        | progress of the role's moves (tool: simulated on a copy) minus waste   |
+| Penalties           | format (no code/MOVES), tool program error, illegal move               |
+| Termination         | the walker stands on the goal                                          |
+| Truncation          | `max_turns` turns (default 4)                                          |
+| Config              | `PlanPathConfig`: rows, cols, obstacle_density, min_distance, ...      |
+
+Each turn the **tool** writes a Python program; it runs in the sandbox
+(:func:`pettingllm_envs.sandbox.execute`) and the moves it prints are *simulated* on a
+copy of the state to score the proposal. The **planner** then sees the program and its
+output (same-turn visibility) and emits the moves that are applied to the real grid.
+Moves stop at the first one that hits a wall or leaves the grid.
+
+Distances are true shortest-path lengths (BFS from the goal), so *progress* is
+``(d_before - d_after) / d_start`` and a move that does not bring the walker closer is
+*wasted*. Instances are drawn from ``Random(data_seed + index)``, reachable by
+construction (BFS), and split between train and test by a hash of the grid.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pettingllm_envs.core import (
+    ActionResult,
+    TextAECEnv,
+    TextEnvConfig,
+    extract_code_block,
+    make_parallel_env,
+    wrap_env,
+)
+from pettingllm_envs.sandbox import execute
+
+MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
+MOVE_WORDS = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
+MOVES_LINE = re.compile(r"^[ \t*`>#-]*moves?[ \t*`]*:(.*)$", re.IGNORECASE | re.MULTILINE)
+SHOWN_OUTPUT_CHARS = 1500
+SHOWN_CODE_CHARS = 3000
+
+
+@dataclass(frozen=True)
+class Maze:
+    """One plan-path problem. ``distance[r][c]`` is the BFS distance to the goal (-1: unreachable)."""
+
+    grid: tuple[str, ...]
+    start: tuple[int, int]
+    goal: tuple[int, int]
+    distance: tuple[tuple[int, ...], ...]
+
+    @property
+    def shortest(self) -> int:
+        return self.distance[self.start[0]][self.start[1]]
+
+    def open(self, row: int, col: int) -> bool:
+        return 0 <= row < len(self.grid) and 0 <= col < len(self.grid[0]) and self.grid[row][col] != "#"
+
+    def dist(self, pos: tuple[int, int]) -> int:
+        return self.distance[pos[0]][pos[1]]
+
+
+def bfs_distances(grid: tuple[str, ...], goal: tuple[int, int]) -> tuple[tuple[int, ...], ...]:
+    rows, cols = len(grid), len(grid[0])
+    dist = [[-1] * cols for _ in range(rows)]
+    dist[goal[0]][goal[1]] = 0
+    frontier = deque([goal])
+    while frontier:
+        r, c = frontier.popleft()
+        for dr, dc in MOVES.values():
+            nr, nc = r + dr, c + dc
+            if 0 <= nr < rows and 0 <= nc < cols and grid[nr][nc] != "#" and dist[nr][nc] < 0:
+                dist[nr][nc] = dist[r][c] + 1
+                frontier.append((nr, nc))
+    return tuple(tuple(row) for row in dist)
+
+
+def shortest_moves(maze: Maze, pos: tuple[int, int]) -> list[str]:
+    """A shortest move list from ``pos`` to the goal (greedy descent on the distance map)."""
+    moves = []
+    while pos != maze.goal:
+        for name, (dr, dc) in MOVES.items():
+            nxt = (pos[0] + dr, pos[1] + dc)
+            if maze.open(*nxt) and maze.dist(nxt) == maze.dist(pos) - 1:
+                moves.append(name)
+                pos = nxt
+                break
+    return moves
+
+
+def parse_moves(text: str, *, require_prefix: bool) -> tuple[list[str] | None, str | None]:
+    """Moves from the last ``MOVES:`` line of ``text`` (or its last non-empty line when the
+    prefix is optional). Returns ``(moves, None)`` or ``(None, reason)``."""
+    matches = MOVES_LINE.findall(text)
+    if matches:
+        body = matches[-1]
+    elif require_prefix:
+        return None, "no line of the form 'MOVES: U R D L' was found"
+    else:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if not lines:
+            return None, "the output is empty"
+        body = lines[-1]
+    moves = []
+    for token in re.findall(r"[A-Za-z0-9]+", body):
+        word = token.upper()
+        if word in MOVE_WORDS:
+            moves.append(MOVE_WORDS[word])
+        elif set(word) <= set(MOVES):
+            moves.extend(word)
+        else:
+            return None, f"unknown move {token[:20]!r}; use U, D, L, R"
+    if not moves:
+        return None, "the move list is empty"
+    return moves, None
+
+
+@dataclass
+class PlanPathConfig(TextEnvConfig):
+    """Configuration of ``plan_path_v0``."""
+
+    rows: int = 6
+    """Grid height."""
+    cols: int = 6
+    """Grid width."""
+    obstacle_density: float = 0.25
+    """Probability that a cell is a wall."""
+    min_distance: int = 3
+    """Smallest start-to-goal shortest-path length, so that no instance is trivial."""
+    illegal_move_penalty: float = 0.2
+    """Subtracted once from a role's local reward when its moves hit a wall or leave the grid."""
+    waste_penalty: float = 0.5
+    """Weight of moves that do not bring the walker closer (relative to the start distance)."""
+    tool_error_penalty: float = 0.5
+    """Subtracted from the tool's local reward when its program fails or times out."""
+    tool_timeout: float = 5.0
+    """Seconds the tool's program may run."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.rows < 2 or self.cols < 2:
+            raise ValueError("rows and cols must be at least 2")
+        if not 0.0 <= self.obstacle_density <= 0.6:
+            raise ValueError("obstacle_density must be in [0, 0.6] so that mazes stay solvable")
+        if not 1 <= self.min_distance <= self.rows + self.cols - 2:
+            raise ValueError("min_distance must be between 1 and rows + cols - 2")
+
+
+class raw_env(TextAECEnv[Maze]):
+    """The plan-path environment (see the module docstring)."""
+
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": ["human", "ansi"], "name": "plan_path_v0", "is_parallelizable": False
+    }
+    roles = ("tool", "planner")
+    config_class = PlanPathConfig
+    config: PlanPathConfig
+
+    # ----------------------------------------------------------- instances
+    def generate_instance(self, rng: random.Random) -> Maze:
+        cfg = self.config
+        while True:
+            grid = tuple(
+                "".join("#" if rng.random() < cfg.obstacle_density else "." for _ in range(cfg.cols))
+                for _ in range(cfg.rows)
+            )
+            cells = [(r, c) for r in range(cfg.rows) for c in range(cfg.cols) if grid[r][c] == "."]
+            if len(cells) < 2:
+                continue
+            goal = rng.choice(cells)
+            distance = bfs_distances(grid, goal)
+            starts = [p for p in cells if distance[p[0]][p[1]] >= cfg.min_distance]
+            if starts:
+                return Maze(grid, rng.choice(starts), goal, distance)
+
+    def instance_key(self, maze: Maze) -> str:
+        return "/".join(maze.grid) + f"|{maze.start}|{maze.goal}"
+
+    def start_episode(self, maze: Maze) -> None:
+        self.position = maze.start
+        self.steps_taken = 0
+
+    # -------------------------------------------------------------- actions
+    def _simulate(self, moves: list[str]) -> tuple[tuple[int, int], int, str | None]:
+        """Walk ``moves`` from the current position; stop at the first illegal move."""
+        maze = self.instance
+        pos = self.position
+        for i, move in enumerate(moves[: maze_area(maze)]):
+            if pos == maze.goal:
+                return pos, i, None
+            dr, dc = MOVES[move]
+            nxt = (pos[0] + dr, pos[1] + dc)
+            if not maze.open(*nxt):
+                return pos, i, f"move {i + 1} ({move}) from {pos} hits a wall or leaves the grid"
+            pos = nxt
+        return pos, min(len(moves), maze_area(maze)), None
+
+    def _score_moves(self, moves: list[str]) -> tuple[float, tuple[int, int], int, str | None]:
+        cfg, maze = self.config, self.instance
+        end, applied, illegal = self._simulate(moves)
+        gained = maze.dist(self.position) - maze.dist(end)
+        wasted = applied - gained
+        score = (gained - cfg.waste_penalty * wasted) / maze.shortest
+        if illegal:
+            score -= cfg.illegal_move_penalty
+        return score, end, applied, illegal
+
+    def apply_action(self, agent: str, text: str) -> ActionResult:
+        if agent == "tool":
+            return self._apply_tool(text)
+        return self._apply_planner(text)
+
+    def _apply_tool(self, text: str) -> ActionResult:
+        cfg = self.config
+        code = extract_code_block(text)
+        if code is None:
+            return ActionResult(-cfg.format_penalty, valid=False,
+                                invalid_reason="no ```python code block was found")
+        run = execute(code, timeout=cfg.tool_timeout)
+        output = (run.stdout or "")[-SHOWN_OUTPUT_CHARS:]
+        if not run.passed:
+            reason = (
+                "the program timed out" if run.timed_out
+                else f"the program failed ({run.stop_reason or f'exit code {run.returncode}'})"
+            )
+            feedback = output + "\n" + run.stderr[-SHOWN_OUTPUT_CHARS:]
+            return ActionResult(-cfg.tool_error_penalty, valid=False, parsed={"code": code},
+                                invalid_reason=reason, feedback=feedback.strip())
+        moves, reason = parse_moves(run.stdout, require_prefix=False)
+        if moves is None:
+            return ActionResult(-cfg.format_penalty, valid=False, parsed={"code": code},
+                                invalid_reason=f"program output: {reason}", feedback=output)
+        score, end, _applied, illegal = self._score_moves(moves)
+        parsed = {"code": code, "moves": "".join(moves), "simulated_end": list(end)}
+        return ActionResult(score, valid=illegal is None, parsed=parsed, invalid_reason=illegal, feedback=output)
+
+    def _apply_planner(self, text: str) -> ActionResult:
+        moves, reason = parse_moves(text, require_prefix=True)
+        if moves is None:
+            return ActionResult(-self.config.format_penalty, valid=False, invalid_reason=reason)
+        score, end, applied, illegal = self._score_moves(moves)
+        self.position = end
+        self.steps_taken += applied
+        parsed = {"moves": "".join(moves), "applied": applied, "position": list(end)}
+        return ActionResult(score, valid=illegal is None, parsed=parsed, invalid_reason=illegal)
+
+    # ------------------------------------------------------------ rewards
+    def global_reward(self) -> float:
+        maze = self.instance
+        if self.position == maze.goal:
+            return 0.7 + 0.3 * maze.shortest / max(self.steps_taken, maze.shortest)
+        return 0.5 * max(0.0, 1.0 - maze.dist(self.position) / maze.shortest)
+
+    def is_success(self, agent: str | None = None) -> bool:
+        return self.position == self.instance.goal
+
+    # -------------------------------------------------------------- views
+    def role_instructions(self, agent: str) -> str:
+        common = (
+            "You are on a team of two agents, a tool agent and a planner, that moves a walker "
+            "through a grid maze to the goal in as few moves as possible. Moves: U (row - 1), "
+            "D (row + 1), L (col - 1), R (col + 1). Moving into a wall (#) or off the grid stops "
+            "the remaining moves."
+        )
+        if agent == "tool":
+            return common + (
+                "\nYou are the tool agent. Write a Python program in a ```python code block that "
+                "computes a shortest path from the walker's position to the goal and prints it on "
+                "its last line as `MOVES: U R R D`. The program runs in a sandbox; the planner sees "
+                "its code and output."
+            )
+        return common + (
+            "\nYou are the planner. Decide the moves to make now, using the tool agent's program "
+            "and output if they help. End your reply with a line `MOVES: U R R D`; those moves "
+            "are applied to the real maze."
+        )
+
+    def board_text(self) -> str:
+        maze = self.instance
+        rows = []
+        for r, line in enumerate(maze.grid):
+            cells = list(line)
+            if r == maze.goal[0]:
+                cells[maze.goal[1]] = "G"
+            if r == self.position[0]:
+                cells[self.position[1]] = "A"
+            rows.append("".join(cells))
+        return "\n".join(rows)
+
+    def task_view(self, agent: str) -> str:
+        maze = self.instance
+        parts = [
+            f"Grid ({len(maze.grid)} rows x {len(maze.grid[0])} cols; A = walker, G = goal, "
+            "# = wall, . = free; row 0 is the top):",
+            self.board_text(),
+            "",
+            f"Walker at (row, col) = {self.position}; goal at {maze.goal}. "
+            f"Turn {self.turn + 1} of {self.config.max_turns}; {self.steps_taken} moves made so far.",
+        ]
+        past = [rec for rec in self.history if rec.turn < self.turn]
+        if past:
+            parts.append("\nEarlier turns:")
+            for rec in past:
+                parts.append(f"- turn {rec.turn + 1}, {rec.agent}: {describe(rec.result)}")
+        if agent == "planner":
+            tool = self.last_record("tool", self.turn)
+            if tool is not None:
+                code = (tool.result.parsed or {}).get("code") if isinstance(tool.result.parsed, dict) else None
+                parts.append("\nThis turn the tool agent wrote:")
+                parts.append(f"```python\n{code[:SHOWN_CODE_CHARS]}\n```" if code else "(no code)")
+                parts.append(f"Result: {describe(tool.result)}")
+                if tool.result.feedback:
+                    parts.append(f"Program output:\n{tool.result.feedback}")
+        return "\n".join(parts)
+
+    def render_state(self) -> str:
+        return f"{self.board_text()}\nturn {self.turn} position {self.position} goal {self.instance.goal}"
+
+
+def maze_area(maze: Maze) -> int:
+    return len(maze.grid) * len(maze.grid[0])
+
+
+def describe(result: ActionResult) -> str:
+    parsed = result.parsed if isinstance(result.parsed, dict) else {}
+    text = f"moves {parsed['moves']}" if "moves" in parsed else "no moves"
+    if result.invalid_reason:
+        text += f" (invalid: {result.invalid_reason})"
+    return text
+
+
+def env(**config) -> TextAECEnv:
+    """The wrapped AEC environment (order enforcing), the usual entry point."""
+    return wrap_env(raw_env(**config))
+
+
+def parallel_env(**config):
+    """The Parallel API view: one parallel step is one agent's action (see pettingllm_envs.core)."""
+    return make_parallel_env(env(**config))
+
+
+# ---------------------------------------------------------------- oracle
+GRID_LINE = re.compile(r"^[.#AG]+$")
+POSITION = re.compile(r"Walker at \(row, col\) = \((\d+), (\d+)\); goal at \((\d+), (\d+)\)")
+
+ORACLE_PROGRAM = '''from collections import deque
+grid = {grid!r}
+start, goal = {start!r}, {goal!r}
+moves = {{"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}}
+prev = {{start: None}}
+queue = deque([start])
+while queue:
+    cell = queue.popleft()
+    if cell == goal:
+        break
+    for name, (dr, dc) in moves.items():
+        r, c = cell[0] + dr, cell[1] + dc
+        if 0 <= r < len(grid) and 0 <= c < len(grid[0]) and grid[r][c] != "#" and (r, c) not in prev:
+            prev[(r, c)] = (cell, name)
+            queue.append((r, c))
+path = []
+cell = goal
+while prev[cell] is not None:
+    cell, name = prev[cell]
+    path.append(name)
+print("MOVES: " + " ".join(reversed(path)))
+'''
+
+
+def scripted_policy(observation: str, agent: str, info: dict) -> str:
+    """Oracle: reads the maze from the observation and answers with a shortest path
+    (the tool writes a BFS program; the planner solves it directly)."""
+    lines = [line for line in observation.splitlines() if GRID_LINE.match(line)]
+    match = POSITION.search(observation)
+    if not lines or match is None:
+        return "MOVES: U"
+    r, c, gr, gc = map(int, match.groups())
+    grid = tuple(line.replace("A", ".").replace("G", ".") for line in lines)
+    if agent == "tool":
+        program = ORACLE_PROGRAM.format(grid=grid, start=(r, c), goal=(gr, gc))
+        return f"```python\n{program}```"
+    maze = Maze(grid, (r, c), (gr, gc), bfs_distances(grid, (gr, gc)))
+    return "MOVES: " + " ".join(shortest_moves(maze, (r, c)))

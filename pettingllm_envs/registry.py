@@ -1,0 +1,50 @@
+"""The environment registry: versioned ids mapped to env modules, imported lazily.
+
+Each module exposes the PettingZoo trio ``env()``, ``raw_env`` and ``parallel_env()``
+plus ``scripted_policy``. Registering a new env is one line in ``ENV_MODULES`` (or a
+call to :func:`register` for envs that live outside this package).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from types import ModuleType
+from typing import Any
+
+from pettingzoo import AECEnv, ParallelEnv
+
+ENV_MODULES: dict[str, str] = {
+    "plan_path_v0": "pettingllm_envs.planning.plan_path",
+}
+
+
+def register(env_id: str, module: str) -> None:
+    """Register an env module (one that defines ``env``, ``raw_env``, ``parallel_env``)."""
+    if env_id in ENV_MODULES and ENV_MODULES[env_id] != module:
+        raise ValueError(f"{env_id!r} is already registered to {ENV_MODULES[env_id]}")
+    ENV_MODULES[env_id] = module
+
+
+def list_envs() -> list[str]:
+    """Every registered env id, sorted."""
+    return sorted(ENV_MODULES)
+
+
+def env_module(env_id: str) -> ModuleType:
+    """The module that implements ``env_id``."""
+    if env_id not in ENV_MODULES:
+        close = difflib.get_close_matches(env_id, ENV_MODULES, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"unknown env id {env_id!r}{hint} (known: {', '.join(list_envs())})")
+    return importlib.import_module(ENV_MODULES[env_id])
+
+
+def make(env_id: str, **config: Any) -> AECEnv:
+    """A wrapped AEC env: ``make("plan_path_v0", rows=8, alpha=0.5)``."""
+    return env_module(env_id).env(**config)
+
+
+def make_parallel(env_id: str, **config: Any) -> ParallelEnv:
+    """The Parallel API view of ``make(env_id, **config)``."""
+    return env_module(env_id).parallel_env(**config)

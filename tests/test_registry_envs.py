@@ -1,0 +1,181 @@
+"""Conformance tests run over every registered env: PettingZoo's own tests, robustness
+to junk actions, deepcopy, determinism and the scripted oracle."""
+
+from __future__ import annotations
+
+import copy
+import random
+import string
+
+import pytest
+from pettingzoo.test import api_test, parallel_api_test, seed_test
+
+import pettingllm_envs
+from pettingllm_envs.core import TextObservation
+from pettingllm_envs.episodes import play_episode
+from pettingllm_envs.policies import scripted_policy
+
+ENV_IDS = pettingllm_envs.list_envs()
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_pettingzoo_api_test(env_id):
+    api_test(pettingllm_envs.make(env_id), num_cycles=1000)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_pettingzoo_seed_test(env_id):
+    seed_test(lambda: pettingllm_envs.make(env_id), num_cycles=100)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_pettingzoo_parallel_api_test(env_id):
+    parallel_api_test(pettingllm_envs.make_parallel(env_id), num_cycles=200)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_module_exposes_pettingzoo_trio_and_docs(env_id):
+    module = pettingllm_envs.registry.env_module(env_id)
+    assert callable(module.env) and callable(module.parallel_env)
+    assert module.raw_env.metadata["name"] == env_id
+    doc = module.__doc__ or ""
+    for heading in ("Roles", "Observation", "Action", "reward", "Termination", "Config"):
+        assert heading.lower() in doc.lower(), f"{env_id} docstring lacks {heading!r}"
+
+
+JUNK_ACTIONS = [
+    "",
+    " ",
+    "\x00\x01\x02",
+    "```python\n```",
+    "```python\nraise SystemExit(3)\n```",
+    "```python\nprint('MOVES: ' + 'U' * 100000)\n```",
+    "MOVES: " + "X" * 1000,
+    "\ud800 surrogate",
+    "a" * (1024 * 1024),
+    b"\xff\xfe bytes",
+    None,
+    12345,
+    ["list"],
+]
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_junk_actions_never_raise(env_id):
+    env = pettingllm_envs.make(env_id)
+    rng = random.Random(0)
+    for round_ in range(3):
+        env.reset(seed=round_)
+        actions = [*JUNK_ACTIONS, *("".join(rng.choice(string.printable) for _ in range(rng.randint(0, 300)))
+                                   for _ in range(10))]
+        for action in actions:
+            agent = env.agent_selection
+            if env.terminations[agent] or env.truncations[agent]:
+                env.reset(seed=round_ + 100)
+                agent = env.agent_selection
+            env.step(action)
+            info = env.infos.get(agent, None)
+            if info is not None and info["last_action"] is not None and action is not None:
+                last = info["last_action"]
+                assert isinstance(last["reward"], float)
+                if not last["valid"]:
+                    assert last["invalid_reason"], "an invalid action must be explained"
+            obs = env.observe(env.agent_selection)
+            assert isinstance(obs, TextObservation)
+            assert env.observation_space(env.agent_selection).contains(obs)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_non_string_action_costs_the_format_penalty(env_id):
+    env = pettingllm_envs.make(env_id)
+    env.reset(seed=1)
+    agent = env.agent_selection
+    env.step(12345)
+    last = env.infos[agent]["last_action"]
+    assert not last["valid"] and "string" in last["invalid_reason"]
+    assert last["reward_local"] == -env.unwrapped.config.format_penalty
+
+
+def _continue(env, policy, steps):
+    trace = []
+    for _ in range(steps):
+        agent = env.agent_selection
+        obs, reward, terminated, truncated, info = env.last()
+        trace.append((agent, str(obs), reward, terminated, truncated, info["success"]))
+        env.step(None if terminated or truncated else policy(obs, agent, info))
+        if not env.agents:
+            break
+    return trace
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_deepcopy_mid_episode_continues_identically(env_id):
+    policy = scripted_policy(env_id)
+    rng = random.Random(7)
+
+    def mixed(obs, agent, info):  # sometimes junk, so that copies diverge if state is shared
+        return "junk" if rng.random() < 0.3 else policy(obs, agent, info)
+
+    env = pettingllm_envs.make(env_id)
+    env.reset(seed=5)
+    agent = env.agent_selection
+    env.step("not a valid action")  # move into the episode first
+    clone = copy.deepcopy(env)
+    rng_state = rng.getstate()
+    original = _continue(env, mixed, 20)
+    rng.setstate(rng_state)
+    copied = _continue(clone, mixed, 20)
+    assert original == copied
+    assert agent in clone.unwrapped.possible_agents
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_deepcopy_shares_config_and_separates_state(env_id):
+    env = pettingllm_envs.make(env_id)
+    env.reset(seed=2)
+    clone = copy.deepcopy(env)
+    raw, raw_clone = env.unwrapped, clone.unwrapped
+    assert raw_clone.config is raw.config
+    assert raw_clone.instance is raw.instance
+    assert raw_clone.history is not raw.history
+    clone.step("junk")
+    assert len(raw_clone.history) == 1 and len(raw.history) == 0
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_same_seed_same_episode(env_id):
+    policy = scripted_policy(env_id)
+    first = play_episode(pettingllm_envs.make(env_id), policy, seed=11)
+    second = play_episode(pettingllm_envs.make(env_id), policy, seed=11)
+    assert (first.observations, first.actions, first.rewards) == (second.observations, second.actions, second.rewards)
+    other = play_episode(pettingllm_envs.make(env_id), policy, seed=12)
+    assert other.observations[0] != first.observations[0]
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_scripted_policy_solves_every_test_instance(env_id):
+    policy = scripted_policy(env_id)
+    env = pettingllm_envs.make(env_id, split="test")
+    solved = 0
+    for index in range(50):
+        episode = play_episode(env, policy, seed=index)
+        assert set(episode.final_infos) == set(env.unwrapped.possible_agents)
+        assert all(isinstance(info["success"], bool) for info in episode.final_infos.values())
+        solved += episode.success
+    assert solved == 50
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_infos_carry_structured_turn_data(env_id):
+    env = pettingllm_envs.make(env_id)
+    env.reset(seed=0)
+    agent = env.agent_selection
+    info = env.infos[agent]
+    assert info["role"] == agent and info["turn"] == 0 and info["last_action"] is None
+    assert [m["role"] for m in info["messages"]] == ["system", "user"]
+    assert str(env.observe(agent)).startswith(info["messages"][0]["content"])
+    env.step(scripted_policy(env_id)(env.observe(agent), agent, info))
+    last = env.infos[agent]["last_action"]
+    for key in ("reward", "reward_global", "reward_local", "alpha", "valid", "parsed"):
+        assert key in last
+    assert last["reward"] == pytest.approx(last["alpha"] * last["reward_global"] + last["reward_local"])

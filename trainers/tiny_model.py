@@ -1,0 +1,52 @@
+"""A tiny byte-level causal LM built from a config, for offline smoke runs and tests.
+
+Nothing is downloaded: the tokenizer is ``ByT5Tokenizer`` (one token per UTF-8 byte, so
+any text round-trips exactly) and the model a 2-layer Llama-style network with random
+weights. ``AutoTokenizer/AutoModelForCausalLM.from_pretrained(path)`` load the result.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: A minimal chat template: ``<|role|>content`` per message, then ``<|assistant|>``.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def write_tiny_model(
+    out_dir: str | Path,
+    *,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    max_positions: int = 8192,
+    seed: int = 0,
+) -> Path:
+    """Write the tokenizer and a randomly initialised model to ``out_dir``; return the path."""
+    import torch
+    from transformers import ByT5Tokenizer, LlamaConfig, LlamaForCausalLM
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = ByT5Tokenizer(extra_ids=0)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(out)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=max(1, num_heads // 2),
+        max_position_embeddings=max_positions,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    LlamaForCausalLM(config).save_pretrained(out)
+    return out
