@@ -35,20 +35,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pettingllm_envs.core import (
-    ActionResult,
-    TextAECEnv,
-    TextEnvConfig,
-    extract_code_block,
-    make_parallel_env,
-    wrap_env,
-)
-from pettingllm_envs.sandbox import execute
+from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
+from pettingllm_envs.core.tools import run_tool_program
 
 MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 MOVE_WORDS = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
 MOVES_LINE = re.compile(r"^[ \t*`>#-]*moves?[ \t*`]*:(.*)$", re.IGNORECASE | re.MULTILINE)
-SHOWN_OUTPUT_CHARS = 1500
 SHOWN_CODE_CHARS = 3000
 
 
@@ -224,27 +216,20 @@ class raw_env(TextAECEnv[Maze]):
 
     def _apply_tool(self, text: str) -> ActionResult:
         cfg = self.config
-        code = extract_code_block(text)
-        if code is None:
-            return ActionResult(-cfg.format_penalty, valid=False,
-                                invalid_reason="no ```python code block was found")
-        run = execute(code, timeout=cfg.tool_timeout)
-        output = (run.stdout or "")[-SHOWN_OUTPUT_CHARS:]
-        if not run.passed:
-            reason = (
-                "the program timed out" if run.timed_out
-                else f"the program failed ({run.stop_reason or f'exit code {run.returncode}'})"
-            )
-            feedback = output + "\n" + run.stderr[-SHOWN_OUTPUT_CHARS:]
-            return ActionResult(-cfg.tool_error_penalty, valid=False, parsed={"code": code},
-                                invalid_reason=reason, feedback=feedback.strip())
+        run = run_tool_program(text, timeout=cfg.tool_timeout)
+        parsed = {"code": run.code} if run.code else None
+        if run.failure is not None:
+            penalty = cfg.format_penalty if run.failure == "format" else cfg.tool_error_penalty
+            return ActionResult(-penalty, valid=False, parsed=parsed, invalid_reason=run.reason,
+                                feedback=run.feedback)
         moves, reason = parse_moves(run.stdout, require_prefix=False)
         if moves is None:
-            return ActionResult(-cfg.format_penalty, valid=False, parsed={"code": code},
-                                invalid_reason=f"program output: {reason}", feedback=output)
-        score, end, _applied, illegal = self._score_moves(moves)
-        parsed = {"code": code, "moves": "".join(moves), "simulated_end": list(end)}
-        return ActionResult(score, valid=illegal is None, parsed=parsed, invalid_reason=illegal, feedback=output)
+            return ActionResult(-cfg.format_penalty, valid=False, parsed=parsed,
+                                invalid_reason=f"program output: {reason}", feedback=run.feedback)
+        score, end, _, illegal = self._score_moves(moves)
+        parsed = {"code": run.code, "moves": "".join(moves), "simulated_end": list(end)}
+        return ActionResult(score, valid=illegal is None, parsed=parsed, invalid_reason=illegal,
+                            feedback=run.feedback)
 
     def _apply_planner(self, text: str) -> ActionResult:
         moves, reason = parse_moves(text, require_prefix=True)

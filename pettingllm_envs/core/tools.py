@@ -1,0 +1,50 @@
+"""The tool-agent pattern: a role writes a Python program, the sandbox runs it, and the
+env reads what it printed. Shared by every env that has a ``tool`` role."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pettingllm_envs.core.parsing import extract_code_block
+from pettingllm_envs.sandbox import execute
+
+#: How much of a program's output later observations show.
+SHOWN_OUTPUT_CHARS = 1500
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """The outcome of a tool action."""
+
+    code: str | None
+    """The program found in the action, or None."""
+    stdout: str
+    stderr: str
+    failure: Literal["format", "execution"] | None
+    """``"format"``: no code block; ``"execution"``: the program failed or timed out."""
+    reason: str | None
+    """A sentence explaining the failure, for infos and observations."""
+
+    @property
+    def feedback(self) -> str:
+        """What the other roles are shown: the tail of stdout, plus stderr on failure."""
+        text = self.stdout[-SHOWN_OUTPUT_CHARS:]
+        if self.failure == "execution":
+            text += "\n" + self.stderr[-SHOWN_OUTPUT_CHARS:]
+        return text.strip()
+
+
+def run_tool_program(text: str, *, timeout: float, stdin: str = "", memory_mb: int = 512) -> ToolRun:
+    """Extract the last code block of ``text`` and run it in the sandbox."""
+    code = extract_code_block(text)
+    if code is None:
+        return ToolRun(None, "", "", "format", "no ```python code block was found")
+    result = execute(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb)
+    if result.passed:
+        return ToolRun(code, result.stdout, result.stderr, None, None)
+    if result.timed_out:
+        reason = f"the program timed out after {timeout:g} s"
+    else:
+        reason = f"the program failed ({result.stop_reason or f'exit code {result.returncode}'})"
+    return ToolRun(code, result.stdout, result.stderr, "execution", reason)
