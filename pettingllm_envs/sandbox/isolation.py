@@ -94,8 +94,10 @@ def _private_mounts(workdir: str, readable: list[str]) -> None:
         if os.path.isdir(scratch):
             covers.setdefault(scratch, [])
     for cover in sorted(covers):
-        keep = [workdir] if workdir.startswith(cover + os.sep) else []
-        keep += [p for p in sorted(set(covers[cover])) if os.path.isdir(p)]
+        # Keep the working directory and every interpreter path below the cover (a
+        # virtual environment may live in /tmp).
+        below = [p for p in [workdir, *readable] if p.startswith(cover + os.sep) and os.path.isdir(p)]
+        keep = sorted(set(below))
         keep = [p for p in keep if not any(p.startswith(q + os.sep) for q in keep if q != p)]
         # Hold each kept directory open: after the cover is mounted, /proc/self/fd/N still
         # reaches the original, and is bind-mounted back at the same path.
