@@ -17,6 +17,7 @@ hook                        what it does
 ``role_instructions(a)``    the system prompt of role ``a``
 ``task_view(a)``            what role ``a`` sees now (task, history, feedback)
 ``render_state()``          the state as text for ``render()``
+``extra_info(a)``           optional env-specific data for ``infos[a]``
 ==========================  ==============================================================
 
 The base class owns everything PettingZoo checks: agent bookkeeping, the AEC turn
@@ -217,6 +218,10 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
     def render_state(self) -> str:
         raise NotImplementedError
 
+    def extra_info(self, agent: str) -> dict[str, Any]:
+        """Env-specific structured data added to ``infos[agent]`` (JSON-like); none by default."""
+        return {}
+
     # ------------------------------------------------------------ PettingZoo
     @property
     def np_random(self) -> np.random.Generator:
@@ -385,4 +390,5 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
             ],
             "last_action": last_action,
             "success": bool(self.is_success(agent)),
+            **self.extra_info(agent),
         }

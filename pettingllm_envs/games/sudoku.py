@@ -1,0 +1,569 @@
+"""Sudoku: a tool agent and a planner fill a 4x4 or 9x9 sudoku with a unique solution.
+
+| Property            | Value                                                                       |
+|---------------------|-----------------------------------------------------------------------------|
+| Id / import         | `sudoku_v0` / `from pettingllm_envs.games import sudoku_v0`                 |
+| Roles (turn order)  | `tool`, `planner`                                                           |
+| Observation         | `TextObservation` (a `str`): role instructions, grid, history               |
+| Action              | `UnicodeText(max_action_chars)`: free text                                  |
+| tool's action       | a ```` ```python ```` block printing the filled grid or `r c v` placements   |
+| planner's action    | text ending with `PLACE: r c v; r c v ...` or `GRID:` and the grid rows     |
+| Global reward       | 0.7 * share of the empty cells filled correctly + 0.3 when solved           |
+| Local reward        | correct new cells / empty cells at the start, minus 0.1 per rule violation  |
+| Penalties           | format (no code/answer), tool program error, rule violations (capped at 1)  |
+| Termination         | every cell holds its (unique) solution value                                |
+| Truncation          | `max_turns` turns (default 3)                                               |
+| Config              | `SudokuConfig`: size (4 or 9), givens, violation_penalty, tool_timeout, ... |
+
+Coordinates are 1-based: ``r c v`` puts value ``v`` in row ``r`` (top = 1), column ``c``
+(left = 1). A placement is applied only when it is correct, so the board always agrees
+with the unique solution; every other placement is a *violation*, explained in
+``infos[agent]["last_action"]["parsed"]["violations"]`` and not applied:
+
+* out of range (row, column or value outside ``1..size``),
+* overwriting a given with another value,
+* a conflict (the value already stands in the same row, column or box),
+* a wrong value (no conflict yet, but not the solution's value, so it leads to a dead end).
+
+Placing a value a cell already holds (e.g. the givens of a full grid) changes nothing and
+costs nothing. Each turn the **tool** writes a Python program that runs in the sandbox;
+its output (a grid or placements) is scored on a *copy* of the board. The **planner**
+sees the program and its output (same-turn visibility) and places values on the real board.
+
+Instances: a full grid is filled by the backtracking solver with a candidate order
+shuffled by ``Random(data_seed + index)``; givens are then removed in a shuffled order
+while :func:`count_solutions` (bitmask backtracking that stops at 2 solutions) confirms the
+solution stays unique, until exactly ``givens`` remain. Fewer givens = harder. Train and
+test are split by a hash of the puzzle text. Generating a 9x9 puzzle takes about 15 ms
+with 32 givens and 85 ms with 24 (the fewest allowed; 4x4: about 1 ms, down to 4 givens).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
+from pettingllm_envs.core.tools import run_tool_program
+
+#: Box shape (rows, columns) per supported grid size.
+BOX = {4: (2, 2), 9: (3, 3)}
+#: Default number of givens per size: about the middle of the range a removal pass reaches quickly.
+DEFAULT_GIVENS = {4: 6, 9: 32}
+#: Fewest givens the generator accepts per size; below this, unique puzzles get rare and slow to find.
+MIN_GIVENS = {4: 4, 9: 24}
+#: How many full grids the generator tries before giving up on reaching ``givens``.
+MAX_GRIDS = 200
+ANSWER_MARKER = re.compile(r"^[ \t*`>#-]*(place(?:ments?)?|grid)[ \t*`]*:", re.IGNORECASE | re.MULTILINE)
+BOARD_ROW = re.compile(r"^r(\d) +([1-9.| ]+)$", re.MULTILINE)
+SHOWN_CODE_CHARS = 3000
+
+Grid = tuple[int, ...]
+"""A board in row-major order, ``0`` for an empty cell."""
+
+
+# ---------------------------------------------------------------- solver
+@functools.cache
+def neighbours(size: int) -> tuple[frozenset[int], ...]:
+    """For each cell, the other cells that share its row, column or box."""
+    units = peers(size)
+    return tuple(
+        frozenset(other for other in range(size * size) if other != index and set(units[other]) & set(units[index]))
+        for index in range(size * size)
+    )
+
+
+@functools.cache
+def peers(size: int) -> tuple[tuple[int, ...], ...]:
+    """For each cell, the row, column and box index it belongs to (box index = 2 * size + box)."""
+    box_rows, box_cols = BOX[size]
+    return tuple(
+        (index // size, size + index % size,
+         2 * size + (index // size) // box_rows * box_rows + (index % size) // box_cols)
+        for index in range(size * size)
+    )
+
+
+def _search(grid: Grid, size: int, limit: int, rng: random.Random | None) -> list[Grid]:
+    """Up to ``limit`` solutions of ``grid`` by backtracking on bitmasks.
+
+    ``used[u]`` is the set of values (bit ``v``) in unit ``u`` (rows, columns, boxes). The
+    next cell is always the one with the fewest candidates, so a forced cell is filled
+    before any branching. ``rng`` shuffles the candidate order (used to draw full grids).
+    """
+    if size not in BOX or len(grid) != size * size:
+        raise ValueError(f"expected a {size}x{size} grid of a supported size {sorted(BOX)}")
+    units = peers(size)
+    used = [0] * (3 * size)
+    cells = list(grid)
+    empty = []
+    for index, value in enumerate(cells):
+        if value == 0:
+            empty.append(index)
+            continue
+        if not 1 <= value <= size:
+            return []
+        bit = 1 << value
+        row, col, box = units[index]
+        if (used[row] | used[col] | used[box]) & bit:
+            return []  # two equal givens in a unit: no solution
+        used[row] |= bit
+        used[col] |= bit
+        used[box] |= bit
+    full = sum(1 << v for v in range(1, size + 1))
+    solutions: list[Grid] = []
+
+    def recurse(remaining: list[int]) -> bool:
+        if not remaining:
+            solutions.append(tuple(cells))
+            return len(solutions) >= limit
+        best_pos, best_mask, best_count = -1, 0, size + 1
+        for pos, index in enumerate(remaining):
+            row, col, box = units[index]
+            mask = full & ~(used[row] | used[col] | used[box])
+            count = mask.bit_count()
+            if count < best_count:
+                best_pos, best_mask, best_count = pos, mask, count
+                if count <= 1:
+                    break
+        if best_count == 0:
+            return False
+        index = remaining[best_pos]
+        rest = remaining[:best_pos] + remaining[best_pos + 1:]
+        row, col, box = units[index]
+        values = [v for v in range(1, size + 1) if best_mask >> v & 1]
+        if rng is not None:
+            rng.shuffle(values)
+        for value in values:
+            bit = 1 << value
+            cells[index] = value
+            used[row] |= bit
+            used[col] |= bit
+            used[box] |= bit
+            stop = recurse(rest)
+            used[row] ^= bit
+            used[col] ^= bit
+            used[box] ^= bit
+            if stop:
+                return True
+        cells[index] = 0
+        return False
+
+    recurse(empty)
+    return solutions
+
+
+def count_solutions(grid: Grid, size: int, limit: int = 2) -> int:
+    """How many solutions ``grid`` has, counting no further than ``limit`` (2 decides uniqueness)."""
+    return len(_search(grid, size, limit, None))
+
+
+def solve(grid: Grid, size: int) -> Grid | None:
+    """The first solution of ``grid`` in the solver's order, or None when it has none."""
+    found = _search(grid, size, 1, None)
+    return found[0] if found else None
+
+
+@dataclass(frozen=True)
+class Puzzle:
+    """One sudoku problem: the givens (``0`` = empty) and its unique solution."""
+
+    size: int
+    givens: Grid
+    solution: Grid
+
+    @property
+    def empty_cells(self) -> int:
+        return self.givens.count(0)
+
+
+def generate_puzzle(rng: random.Random, size: int, givens: int) -> Puzzle:
+    """A puzzle with exactly ``givens`` givens and a unique solution (see the module docstring)."""
+    for _ in range(MAX_GRIDS):
+        solution = _search((0,) * (size * size), size, 1, rng)[0]
+        cells = list(solution)
+        order = list(range(size * size))
+        rng.shuffle(order)
+        remaining = size * size
+        for index in order:
+            if remaining == givens:
+                break
+            cells[index] = 0
+            if count_solutions(tuple(cells), size) == 1:
+                remaining -= 1
+            else:
+                cells[index] = solution[index]
+        if remaining == givens:
+            return Puzzle(size, tuple(cells), solution)
+    raise RuntimeError(f"no unique {size}x{size} puzzle with {givens} givens in {MAX_GRIDS} grids")
+
+
+# --------------------------------------------------------------- parsing
+def _cells_of(line: str) -> list[int]:
+    """The cells of one grid row: digits, with ``.``, ``0`` and ``_`` for empty cells."""
+    return [0 if ch in "._0" else int(ch) for ch in line if ch.isdigit() or ch in "._"]
+
+
+def _parse_grid(lines: list[str], size: int) -> tuple[list[tuple[int, int, int]] | None, str | None]:
+    rows = [cells for cells in (_cells_of(line) for line in lines) if cells]
+    if len(rows) != size or any(len(row) != size for row in rows):
+        shape = ", ".join(str(len(row)) for row in rows[: size + 2])
+        return None, f"a grid needs {size} rows of {size} cells, got {len(rows)} rows (cells per row: {shape})"
+    return [(r + 1, c + 1, v) for r, row in enumerate(rows) for c, v in enumerate(row) if v], None
+
+
+def _parse_triples(body: str, size: int) -> tuple[list[tuple[int, int, int]] | None, str | None]:
+    numbers = [int(token) for token in re.findall(r"\d+", body)]
+    if not numbers:
+        return None, "no placements were found; write `PLACE: r c v; r c v`"
+    if len(numbers) % 3:
+        return None, f"placements come in triples `r c v`, but {len(numbers)} numbers were found"
+    if len(numbers) > 3 * 3 * size * size:
+        return None, f"{len(numbers) // 3} placements are far more than the {size * size} cells"
+    return [tuple(numbers[i:i + 3]) for i in range(0, len(numbers), 3)], None  # type: ignore[misc]
+
+
+def parse_answer(
+    text: str, size: int, *, require_marker: bool
+) -> tuple[list[tuple[int, int, int]] | None, str | None]:
+    """Placements ``(row, col, value)`` (1-based) from ``text``, or ``(None, reason)``.
+
+    The answer starts at the last ``PLACE:`` or ``GRID:`` marker. ``PLACE:`` is followed by
+    triples ``r c v`` in any separators (``1 2 3; 2 4 1`` or ``(1,2)=3``); ``GRID:`` by
+    ``size`` rows of ``size`` cells (``.`` or ``0`` = leave empty; ``|`` and rule lines are
+    ignored). Without a marker (allowed for program output) the text is a grid when it has
+    exactly ``size`` rows of ``size`` cells, else a list of triples.
+    """
+    markers = list(ANSWER_MARKER.finditer(text))
+    if markers:
+        last = markers[-1]
+        body = text[last.end():]
+        if last.group(1).lower() == "grid":
+            return _parse_grid(body.splitlines(), size)
+        return _parse_triples(body, size)
+    if require_marker:
+        return None, "no `PLACE: r c v; ...` line or `GRID:` block was found"
+    lines = [line for line in text.splitlines() if _cells_of(line)]
+    if not lines:
+        return None, "the output has no grid and no placements"
+    if len(lines) == size and all(len(_cells_of(line)) == size for line in lines):
+        return _parse_grid(lines, size)
+    return _parse_triples(text, size)
+
+
+# ------------------------------------------------------------------- env
+@dataclass
+class SudokuConfig(TextEnvConfig):
+    """Configuration of ``sudoku_v0``."""
+
+    max_turns: int = 3
+    """Turns before truncation; an oracle needs one, a model gets two more to fix mistakes."""
+    size: int = 9
+    """Grid side: 4 (2x2 boxes) or 9 (3x3 boxes)."""
+    givens: int | None = None
+    """Number of givens (fewer = harder); None picks 6 for 4x4 and 32 for 9x9."""
+    violation_penalty: float = 0.1
+    """Subtracted from a role's local reward per violating placement (see the module docstring)."""
+    max_violation_penalty: float = 1.0
+    """Cap on the total violation penalty of one action, so rewards stay bounded."""
+    tool_error_penalty: float = 0.5
+    """Subtracted from the tool's local reward when its program fails or times out."""
+    tool_timeout: float = 5.0
+    """Seconds the tool's program may run."""
+
+    @property
+    def num_givens(self) -> int:
+        return DEFAULT_GIVENS[self.size] if self.givens is None else self.givens
+
+    def validate(self) -> None:
+        super().validate()
+        if self.size not in BOX:
+            raise ValueError(f"size must be one of {sorted(BOX)}, got {self.size}")
+        if not MIN_GIVENS[self.size] <= self.num_givens < self.size * self.size:
+            raise ValueError(
+                f"givens must be in {MIN_GIVENS[self.size]}..{self.size * self.size - 1} for size {self.size}"
+            )
+        if self.violation_penalty < 0 or self.max_violation_penalty < 0 or self.tool_error_penalty < 0:
+            raise ValueError("penalties must be >= 0")
+        if self.tool_timeout <= 0:
+            raise ValueError("tool_timeout must be positive")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a list of placements does to a board: the new board, counts and violations."""
+
+    board: Grid
+    correct: int
+    unchanged: int
+    violations: tuple[str, ...]
+
+
+def apply_placements(puzzle: Puzzle, board: Grid, placements: list[tuple[int, int, int]]) -> Outcome:
+    """Apply ``placements`` in order to ``board``; only correct values are written."""
+    size = puzzle.size
+    near = neighbours(size)
+    cells = list(board)
+    correct = unchanged = 0
+    violations = []
+    for row, col, value in placements:
+        where = f"r{row} c{col} = {value}"
+        if not (1 <= row <= size and 1 <= col <= size and 1 <= value <= size):
+            violations.append(f"{where}: out of range (rows, columns and values are 1..{size})")
+            continue
+        index = (row - 1) * size + col - 1
+        if cells[index] == value:
+            unchanged += 1
+            continue
+        if puzzle.givens[index]:
+            violations.append(f"{where}: overwrites the given {puzzle.givens[index]}")
+            continue
+        clash = next((other for other in sorted(near[index]) if cells[other] == value), None)
+        if clash is not None:
+            violations.append(f"{where}: conflicts with the {value} at r{clash // size + 1} c{clash % size + 1}")
+            continue
+        if puzzle.solution[index] != value:
+            violations.append(f"{where}: breaks no rule yet but is not the solution's value (dead end)")
+            continue
+        cells[index] = value
+        correct += 1
+    return Outcome(tuple(cells), correct, unchanged, tuple(violations))
+
+
+class raw_env(TextAECEnv[Puzzle]):
+    """The sudoku environment (see the module docstring)."""
+
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": ["human", "ansi"], "name": "sudoku_v0", "is_parallelizable": False
+    }
+    roles = ("tool", "planner")
+    config_class = SudokuConfig
+    config: SudokuConfig
+
+    # ----------------------------------------------------------- instances
+    def generate_instance(self, rng: random.Random) -> Puzzle:
+        return generate_puzzle(rng, self.config.size, self.config.num_givens)
+
+    def instance_key(self, puzzle: Puzzle) -> str:
+        return f"{puzzle.size}:" + "".join(str(v) for v in puzzle.givens)
+
+    def start_episode(self, puzzle: Puzzle) -> None:
+        self.board: Grid = puzzle.givens
+
+    # -------------------------------------------------------------- actions
+    def _score(self, outcome: Outcome) -> float:
+        cfg = self.config
+        penalty = min(cfg.max_violation_penalty, cfg.violation_penalty * len(outcome.violations))
+        return outcome.correct / self.instance.empty_cells - penalty
+
+    def _summary(self, outcome: Outcome, placements: list[tuple[int, int, int]]) -> dict[str, Any]:
+        return {
+            "placements": len(placements),
+            "correct": outcome.correct,
+            "unchanged": outcome.unchanged,
+            "violations": list(outcome.violations),
+        }
+
+    def _violation_reason(self, outcome: Outcome) -> str | None:
+        if not outcome.violations:
+            return None
+        shown = "; ".join(outcome.violations[:5])
+        more = f" (+{len(outcome.violations) - 5} more)" if len(outcome.violations) > 5 else ""
+        return f"{len(outcome.violations)} placement(s) rejected: {shown}{more}"
+
+    def apply_action(self, agent: str, text: str) -> ActionResult:
+        if agent == "tool":
+            return self._apply_tool(text)
+        return self._apply_planner(text)
+
+    def _apply_tool(self, text: str) -> ActionResult:
+        cfg = self.config
+        run = run_tool_program(text, timeout=cfg.tool_timeout)
+        parsed: dict[str, Any] | None = {"code": run.code} if run.code else None
+        if run.failure is not None:
+            penalty = cfg.format_penalty if run.failure == "format" else cfg.tool_error_penalty
+            return ActionResult(-penalty, valid=False, parsed=parsed, invalid_reason=run.reason,
+                                feedback=run.feedback)
+        placements, reason = parse_answer(run.stdout, self.instance.size, require_marker=False)
+        if placements is None:
+            return ActionResult(-cfg.format_penalty, valid=False, parsed=parsed,
+                                invalid_reason=f"program output: {reason}", feedback=run.feedback)
+        outcome = apply_placements(self.instance, self.board, placements)  # on a copy: the board stays
+        parsed = {"code": run.code, **self._summary(outcome, placements)}
+        reason = self._violation_reason(outcome)
+        return ActionResult(self._score(outcome), valid=reason is None, parsed=parsed, invalid_reason=reason,
+                            feedback=run.feedback)
+
+    def _apply_planner(self, text: str) -> ActionResult:
+        placements, reason = parse_answer(text, self.instance.size, require_marker=True)
+        if placements is None:
+            return ActionResult(-self.config.format_penalty, valid=False, invalid_reason=reason)
+        outcome = apply_placements(self.instance, self.board, placements)
+        self.board = outcome.board
+        reason = self._violation_reason(outcome)
+        return ActionResult(self._score(outcome), valid=reason is None,
+                            parsed=self._summary(outcome, placements), invalid_reason=reason)
+
+    # ------------------------------------------------------------ rewards
+    def filled_share(self) -> float:
+        """Share of the initially empty cells that now hold their solution value."""
+        filled = sum(1 for given, now in zip(self.instance.givens, self.board, strict=True) if now and not given)
+        return filled / self.instance.empty_cells
+
+    def global_reward(self) -> float:
+        return 0.7 * self.filled_share() + (0.3 if self.is_success() else 0.0)
+
+    def is_success(self, agent: str | None = None) -> bool:
+        return self.board == self.instance.solution
+
+    # -------------------------------------------------------------- views
+    def role_instructions(self, agent: str) -> str:
+        size = self.config.size
+        box_rows, box_cols = BOX[size]
+        common = (
+            f"You are on a team of two agents, a tool agent and a planner, solving a {size}x{size} sudoku: "
+            f"fill every empty cell (.) with 1..{size} so that each row, column and {box_rows}x{box_cols} box "
+            f"holds every value once. The solution is unique. Rows and columns are numbered 1..{size} from the "
+            "top left. Only correct placements are applied; conflicts, wrong values and overwritten givens "
+            "are rejected and penalised."
+        )
+        if agent == "tool":
+            return common + (
+                "\nYou are the tool agent. Write a Python program in a ```python code block that solves "
+                f"the sudoku and prints the completed grid ({size} lines of {size} digits) or placements "
+                "`r c v`, one per line. It runs in a sandbox; the planner sees its code and output."
+            )
+        return common + (
+            "\nYou are the planner. Decide the values to place now, using the tool agent's program and "
+            "output if they help. End your reply with either a line `PLACE: r c v; r c v; ...` "
+            f"(row, column, value) or a line `GRID:` followed by the {size} rows of the completed grid."
+        )
+
+    def board_text(self) -> str:
+        size = self.instance.size
+        box_rows, box_cols = BOX[size]
+        lines = []
+        for r in range(size):
+            if r and r % box_rows == 0:
+                lines.append("   " + "+".join(["-" * (2 * box_cols + 1)] * (size // box_cols)))
+            row = self.board[r * size:(r + 1) * size]
+            groups = [" ".join(str(v) if v else "." for v in row[c:c + box_cols]) for c in range(0, size, box_cols)]
+            lines.append(f"r{r + 1}  " + " | ".join(groups))
+        return "\n".join(lines)
+
+    def task_view(self, agent: str) -> str:
+        puzzle = self.instance
+        empty = self.board.count(0)
+        parts = [
+            f"Board ({puzzle.size}x{puzzle.size}; rN = row N, columns 1..{puzzle.size} left to right, "
+            ". = empty):",
+            self.board_text(),
+            "",
+            f"{puzzle.size * puzzle.size - puzzle.empty_cells} givens, "
+            f"{puzzle.empty_cells - empty} cells filled by the team, {empty} empty. "
+            f"Turn {self.turn + 1} of {self.config.max_turns}.",
+        ]
+        past = [rec for rec in self.history if rec.turn < self.turn]
+        if past:
+            parts.append("\nEarlier turns:")
+            parts.extend(f"- turn {rec.turn + 1}, {rec.agent}: {describe(rec.result)}" for rec in past)
+        if agent == "planner":
+            tool = self.last_record("tool", self.turn)
+            if tool is not None:
+                code = tool.result.parsed.get("code") if isinstance(tool.result.parsed, dict) else None
+                parts.append("\nThis turn the tool agent wrote:")
+                parts.append(f"```python\n{code[:SHOWN_CODE_CHARS]}\n```" if code else "(no code)")
+                parts.append(f"Result (checked on a copy of the board): {describe(tool.result)}")
+                if tool.result.feedback:
+                    parts.append(f"Program output:\n{tool.result.feedback}")
+        return "\n".join(parts)
+
+    def render_state(self) -> str:
+        return f"{self.board_text()}\nturn {self.turn}, {self.board.count(0)} empty"
+
+
+def describe(result: ActionResult) -> str:
+    parsed = result.parsed if isinstance(result.parsed, dict) else {}
+    if "placements" in parsed:
+        text = (f"{parsed['placements']} placements: {parsed['correct']} correct new, "
+                f"{parsed['unchanged']} unchanged, {len(parsed['violations'])} rejected")
+    else:
+        text = "no placements"
+    if result.invalid_reason:
+        text += f" (invalid: {result.invalid_reason})"
+    return text
+
+
+def env(**config) -> TextAECEnv:
+    """The wrapped AEC environment (order enforcing), the usual entry point."""
+    return wrap_env(raw_env(**config))
+
+
+def parallel_env(**config):
+    """The Parallel API view: one parallel step is one agent's action (see pettingllm_envs.core)."""
+    return make_parallel_env(env(**config))
+
+
+# ---------------------------------------------------------------- oracle
+ORACLE_PROGRAM = '''size, box_rows, box_cols = {size}, {box_rows}, {box_cols}
+grid = {grid!r}
+
+
+def candidates(i):
+    r, c = divmod(i, size)
+    seen = {{grid[r * size + k] for k in range(size)}} | {{grid[k * size + c] for k in range(size)}}
+    br, bc = r - r % box_rows, c - c % box_cols
+    seen |= {{grid[(br + a) * size + bc + b] for a in range(box_rows) for b in range(box_cols)}}
+    return [v for v in range(1, size + 1) if v not in seen]
+
+
+def search():
+    empty = [i for i in range(size * size) if grid[i] == 0]
+    if not empty:
+        return True
+    cell = min(empty, key=lambda i: len(candidates(i)))
+    for value in candidates(cell):
+        grid[cell] = value
+        if search():
+            return True
+    grid[cell] = 0
+    return False
+
+
+search()
+for r in range(size):
+    print(" ".join(str(v) for v in grid[r * size:(r + 1) * size]))
+'''
+
+
+def read_board(observation: str) -> tuple[Grid, int] | None:
+    """The board and its size from an observation (the ``rN`` lines), or None."""
+    rows: dict[int, list[int]] = {}
+    for number, body in BOARD_ROW.findall(observation):
+        rows.setdefault(int(number), _cells_of(body))
+    size = len(rows)
+    if size not in BOX or sorted(rows) != list(range(1, size + 1)) or any(len(r) != size for r in rows.values()):
+        return None
+    return tuple(v for r in range(1, size + 1) for v in rows[r]), size
+
+
+def scripted_policy(observation: str, agent: str, info: dict) -> str:
+    """Oracle: reads the board from the observation and solves it (the tool writes a
+    backtracking program; the planner places every missing value with ``PLACE:``)."""
+    read = read_board(observation)
+    if read is None:
+        return "PLACE: 1 1 1"
+    board, size = read
+    if agent == "tool":
+        box_rows, box_cols = BOX[size]
+        program = ORACLE_PROGRAM.format(size=size, box_rows=box_rows, box_cols=box_cols, grid=list(board))
+        return f"```python\n{program}```"
+    solution = solve(board, size)
+    if solution is None:
+        return "PLACE: 1 1 1"
+    placements = [f"{i // size + 1} {i % size + 1} {v}" for i, (v, old) in enumerate(zip(solution, board, strict=True))
+                  if not old]
+    return "PLACE: " + "; ".join(placements)
