@@ -16,6 +16,7 @@ from pettingzoo import AECEnv, ParallelEnv
 
 ENV_MODULES: dict[str, str] = {
     "plan_path_v0": "pettingllm_envs.planning.plan_path",
+    "sokoban_v0": "pettingllm_envs.planning.sokoban",
     "sudoku_v0": "pettingllm_envs.games.sudoku",
     "tictactoe_v0": "pettingllm_envs.games.tictactoe",
 }

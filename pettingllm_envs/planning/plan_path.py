@@ -37,10 +37,8 @@ from typing import Any, ClassVar
 
 from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
 from pettingllm_envs.core.tools import run_tool_program
+from pettingllm_envs.planning.moves import MOVES, parse_moves
 
-MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
-MOVE_WORDS = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
-MOVES_LINE = re.compile(r"^[ \t*`>#-]*moves?[ \t*`]*:(.*)$", re.IGNORECASE | re.MULTILINE)
 SHOWN_CODE_CHARS = 3000
 
 
@@ -90,33 +88,6 @@ def shortest_moves(maze: Maze, pos: tuple[int, int]) -> list[str]:
                 pos = nxt
                 break
     return moves
-
-
-def parse_moves(text: str, *, require_prefix: bool) -> tuple[list[str] | None, str | None]:
-    """Moves from the last ``MOVES:`` line of ``text`` (or its last non-empty line when the
-    prefix is optional). Returns ``(moves, None)`` or ``(None, reason)``."""
-    matches = MOVES_LINE.findall(text)
-    if matches:
-        body = matches[-1]
-    elif require_prefix:
-        return None, "no line of the form 'MOVES: U R D L' was found"
-    else:
-        lines = [line for line in text.splitlines() if line.strip()]
-        if not lines:
-            return None, "the output is empty"
-        body = lines[-1]
-    moves = []
-    for token in re.findall(r"[A-Za-z0-9]+", body):
-        word = token.upper()
-        if word in MOVE_WORDS:
-            moves.append(MOVE_WORDS[word])
-        elif set(word) <= set(MOVES):
-            moves.extend(word)
-        else:
-            return None, f"unknown move {token[:20]!r}; use U, D, L, R"
-    if not moves:
-        return None, "the move list is empty"
-    return moves, None
 
 
 @dataclass

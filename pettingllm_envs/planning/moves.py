@@ -1,0 +1,45 @@
+"""The move vocabulary and parser shared by the grid planning envs (plan_path, sokoban).
+
+One parser means a model trained on one grid env writes moves the other accepts:
+``MOVES: U R R D`` with U/D/L/R, the words up/down/left/right, or run-together letters.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Move letter -> (row delta, col delta); row 0 is the top of the grid.
+MOVES: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
+#: Accepted spellings (upper-cased) of each move.
+MOVE_WORDS: dict[str, str] = {
+    "U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"
+}
+#: A ``MOVES:`` line, tolerating markdown decoration (``**Moves:**``, ``- moves:``, ``> MOVES:``).
+MOVES_LINE = re.compile(r"^[ \t*`>#-]*moves?[ \t*`]*:(.*)$", re.IGNORECASE | re.MULTILINE)
+
+
+def parse_moves(text: str, *, require_prefix: bool) -> tuple[list[str] | None, str | None]:
+    """Moves from the last ``MOVES:`` line of ``text`` (or its last non-empty line when the
+    prefix is optional). Returns ``(moves, None)`` or ``(None, reason)``."""
+    matches = MOVES_LINE.findall(text)
+    if matches:
+        body = matches[-1]
+    elif require_prefix:
+        return None, "no line of the form 'MOVES: U R D L' was found"
+    else:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if not lines:
+            return None, "the output is empty"
+        body = lines[-1]
+    moves = []
+    for token in re.findall(r"[A-Za-z0-9]+", body):
+        word = token.upper()
+        if word in MOVE_WORDS:
+            moves.append(MOVE_WORDS[word])
+        elif set(word) <= set(MOVES):
+            moves.extend(word)
+        else:
+            return None, f"unknown move {token[:20]!r}; use U, D, L, R"
+    if not moves:
+        return None, "the move list is empty"
+    return moves, None
