@@ -1,0 +1,312 @@
+"""Math: a reasoner and a tool agent solve a word problem and must agree on the answer.
+
+| Property            | Value                                                                   |
+|---------------------|-------------------------------------------------------------------------|
+| Id / import         | `math_v0` / `from pettingllm_envs.math import math_v0`                   |
+| Roles (turn order)  | `reasoner`, `tool` (configurable with `turn_order`)                      |
+| Observation         | `TextObservation` (a `str`): role instructions, problem, latest answers  |
+| Action              | `UnicodeText(max_action_chars)`: free text                               |
+| reasoner's action   | step-by-step reasoning ending in `\\boxed{final answer}`                 |
+| tool's action       | a ```` ```python ```` block whose program prints the answer last         |
+| Global reward       | 1 if the team's answer (the latest valid answer of either role) is right |
+| Local reward        | 1 if the role's own answer is right, else 0                              |
+| Penalties           | format (no `\\boxed{}` / no code / nothing printed), tool program error   |
+| Termination         | both roles' latest answers agree (`terminate_on="agreement"`), or the    |
+|                     | reasoner is right (`terminate_on="reasoner_correct"`, for evaluation)    |
+| Truncation          | `max_turns` turns (default 4)                                            |
+| Config              | `MathConfig`: difficulty, dataset, turn_order, terminate_on, ...         |
+
+Each turn the **reasoner** writes a solution with its final answer in ``\\boxed{}`` and the
+**tool** agent writes a Python program that runs in the sandbox
+(:func:`pettingllm_envs.core.tools.run_tool_program`); the last line it prints (or a
+``\\boxed{}`` in its output) is its answer. A role acting later in a turn sees what the
+earlier role did in that turn, and from the second turn on each role sees the other's
+latest solution and answer, so disagreements can be resolved.
+
+Answers are checked with :func:`pettingllm_envs.math.verify` (mathematical equality,
+never string similarity). For every role a right answer earns ``alpha + 1``, a wrong one
+``0`` and an invalid action a negative penalty, so a wrong answer always earns less than a
+right one. Agreement is ``verify(reasoner_answer, tool_answer)``; agreeing on a wrong
+answer ends the episode without success.
+
+Problems come from the procedural GSM-style generator
+(:mod:`pettingllm_envs.math.generator`, split by a hash of the problem text) or from a
+local GSM8K / MATH / AIME-style file (``dataset="path.jsonl"``) or a cached Hugging Face
+dataset (``dataset="hf:name[:config[:split]]"``); dataset records are split by the same
+content hash unless ``dataset_hash_split=False``.
+
+The scripted oracle reads the gold answer from an answer key that the env fills when it
+loads a problem (keyed by ``infos[agent]["problem_id"]``, a content hash), so it works
+with any configuration in the same process.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from pettingllm_envs.core import ActionResult, Split, TextAECEnv, TextEnvConfig, make_parallel_env, split_of, wrap_env
+from pettingllm_envs.core.tools import run_tool_program
+from pettingllm_envs.math.datasets import FORMATS, Format, MathProblem, load_dataset_file, load_hf_dataset
+from pettingllm_envs.math.generator import generate_problem
+from pettingllm_envs.math.verify import extract_boxed, verify
+
+ROLES = ("reasoner", "tool")
+#: How much of a role's solution text later observations show (the end, where the answer is).
+SHOWN_SOLUTION_CHARS = 3000
+#: Longest answer kept from a tool program's output.
+MAX_ANSWER_CHARS = 500
+#: Most answer-key entries kept for the scripted oracle (oldest dropped first).
+ANSWER_KEY_SIZE = 100_000
+
+#: problem_id -> gold answer of every problem loaded in this process (for the oracle).
+ANSWER_KEY: dict[str, str] = {}
+#: Loaded datasets, shared by every env in the process: (dataset, format) -> problems.
+_DATASETS: dict[tuple[str, str], tuple[MathProblem, ...]] = {}
+
+
+@dataclass
+class MathConfig(TextEnvConfig):
+    """Configuration of ``math_v0``."""
+
+    difficulty: int = 0
+    """Level of generated problems: 1 (one or two steps) to 3 (five or more); 0 mixes them."""
+    dataset: str | None = None
+    """None: generated problems. A path to a local ``.jsonl``/``.json``/``.parquet`` file of
+    GSM8K / MATH / AIME-style records, or ``hf:name[:config[:split]]`` for a dataset in the
+    local Hugging Face cache (never downloaded)."""
+    dataset_format: Format = "auto"
+    """Record format of ``dataset``: ``auto`` (detected per record), ``gsm8k``, ``math``, ``answer``."""
+    dataset_hash_split: bool = True
+    """True: dataset records are divided between train and test by a hash of the problem
+    text (``test_percent``). False: every record serves both splits, for a file that is
+    already one split (say, the GSM8K test set used for evaluation)."""
+    turn_order: tuple[str, ...] = ROLES
+    """Order in which the roles act within a turn (a permutation of reasoner and tool)."""
+    terminate_on: Literal["agreement", "reasoner_correct"] = "agreement"
+    """``agreement``: the episode ends when both latest answers agree (the training rule,
+    it needs no ground truth). ``reasoner_correct``: it ends once the reasoner is right."""
+    tool_error_penalty: float = 0.5
+    """Subtracted from the tool's local reward when its program fails or times out."""
+    tool_timeout: float = 5.0
+    """Seconds the tool's program may run."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.alpha < 0:
+            raise ValueError("alpha must be >= 0, or a right answer could earn less than a wrong one")
+        if not 0 <= self.difficulty <= 3:
+            raise ValueError(f"difficulty must be 0 (mixed) or 1..3, got {self.difficulty}")
+        if sorted(self.turn_order) != sorted(ROLES):
+            raise ValueError(f"turn_order must be a permutation of {ROLES}, got {self.turn_order}")
+        if self.terminate_on not in ("agreement", "reasoner_correct"):
+            raise ValueError(f"terminate_on must be 'agreement' or 'reasoner_correct', got {self.terminate_on!r}")
+        if self.dataset_format not in FORMATS:
+            raise ValueError(f"dataset_format must be one of {FORMATS}, got {self.dataset_format!r}")
+        if self.tool_error_penalty < 0 or self.tool_timeout <= 0:
+            raise ValueError("tool_error_penalty must be >= 0 and tool_timeout > 0")
+
+
+def load_problems(dataset: str, fmt: Format) -> tuple[MathProblem, ...]:
+    """The problems of ``dataset`` (a file path or ``hf:...``), loaded once per process."""
+    key = (dataset, fmt)
+    if key not in _DATASETS:
+        if dataset.startswith("hf:"):
+            name, config, split = ([*dataset[3:].split(":"), None, None])[:3]
+            _DATASETS[key] = load_hf_dataset(name, split or "test", config or None, fmt)
+        else:
+            _DATASETS[key] = load_dataset_file(dataset, fmt)
+    return _DATASETS[key]
+
+
+def remember_answer(problem: MathProblem) -> None:
+    """Add ``problem`` to the oracle's answer key (bounded, oldest entries dropped)."""
+    ANSWER_KEY.pop(problem.uid, None)
+    ANSWER_KEY[problem.uid] = problem.answer
+    while len(ANSWER_KEY) > ANSWER_KEY_SIZE:
+        del ANSWER_KEY[next(iter(ANSWER_KEY))]
+
+
+class raw_env(TextAECEnv[MathProblem]):
+    """The math environment (see the module docstring)."""
+
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": ["human", "ansi"], "name": "math_v0", "is_parallelizable": False
+    }
+    roles = ROLES
+    config_class = MathConfig
+    config: MathConfig
+    shared_attributes = TextAECEnv.shared_attributes | {"pools"}
+
+    def __init__(self, config: MathConfig | None = None, *, render_mode: str | None = None, **overrides: Any) -> None:
+        super().__init__(config, render_mode=render_mode, **overrides)
+        self.possible_agents = list(self.config.turn_order)
+        self.pools: dict[Split, tuple[MathProblem, ...]] | None = None
+        if self.config.dataset is not None:  # load now, so a bad path fails at construction
+            problems = load_problems(self.config.dataset, self.config.dataset_format)
+            if self.config.dataset_hash_split:
+                self.pools = {
+                    split: tuple(p for p in problems if split_of(p.question, self.config.test_percent) == split)
+                    for split in ("train", "test")
+                }
+            else:
+                self.pools = {"train": problems, "test": problems}
+
+    # ----------------------------------------------------------- instances
+    def generate_instance(self, rng: random.Random) -> MathProblem:
+        question, answer, level, template = generate_problem(rng, self.config.difficulty)
+        return MathProblem(question, str(answer), f"generated/{template}", level)
+
+    def instance_key(self, problem: MathProblem) -> str:
+        return problem.question
+
+    def load_instance(self, index: int, split: Split) -> MathProblem:
+        if self.pools is None:
+            return super().load_instance(index, split)
+        pool = self.pools[split]
+        if not pool:
+            raise ValueError(
+                f"dataset {self.config.dataset} has no {split!r} problems at test_percent={self.config.test_percent}; "
+                "use more records or dataset_hash_split=False"
+            )
+        return pool[index % len(pool)]
+
+    def start_episode(self, problem: MathProblem) -> None:
+        remember_answer(problem)
+        self.answers: dict[str, str | None] = dict.fromkeys(ROLES)
+        self.correct: dict[str, bool] = dict.fromkeys(ROLES, False)
+        self.team_answer: str | None = None
+        self.team_correct = False
+        self.agreed = False
+
+    # -------------------------------------------------------------- actions
+    def apply_action(self, agent: str, text: str) -> ActionResult:
+        if agent == "reasoner":
+            answer = extract_boxed(text)
+            if not answer:
+                return ActionResult(-self.config.format_penalty, valid=False,
+                                    invalid_reason="no final answer in \\boxed{...} was found")
+            return self._answer(agent, answer, {"answer": answer})
+        return self._apply_tool(text)
+
+    def _apply_tool(self, text: str) -> ActionResult:
+        cfg = self.config
+        run = run_tool_program(text, timeout=cfg.tool_timeout)
+        parsed = {"code": run.code} if run.code else None
+        if run.failure is not None:
+            penalty = cfg.format_penalty if run.failure == "format" else cfg.tool_error_penalty
+            return ActionResult(-penalty, valid=False, parsed=parsed, invalid_reason=run.reason, feedback=run.feedback)
+        answer = program_answer(run.stdout)
+        if answer is None:
+            return ActionResult(-cfg.format_penalty, valid=False, parsed=parsed,
+                                invalid_reason="the program printed no answer", feedback=run.feedback)
+        return self._answer("tool", answer, {"code": run.code, "answer": answer}, run.feedback)
+
+    def _answer(self, agent: str, answer: str, parsed: dict[str, Any], feedback: str = "") -> ActionResult:
+        """Record a role's valid answer; it becomes the team's answer."""
+        correct = verify(answer, self.instance.answer)
+        self.answers[agent], self.correct[agent] = answer, correct
+        self.team_answer, self.team_correct = answer, correct
+        other = self.answers["tool" if agent == "reasoner" else "reasoner"]
+        self.agreed = other is not None and verify(self.answers["reasoner"], self.answers["tool"])
+        return ActionResult(1.0 if correct else 0.0, parsed={**parsed, "correct": correct}, feedback=feedback)
+
+    # ------------------------------------------------------------ rewards
+    def global_reward(self) -> float:
+        return 1.0 if self.team_correct else 0.0
+
+    def is_success(self, agent: str | None = None) -> bool:
+        return self.team_correct
+
+    def is_done(self) -> bool:
+        if self.config.terminate_on == "reasoner_correct":
+            return self.correct["reasoner"]
+        return self.agreed
+
+    # -------------------------------------------------------------- views
+    def role_instructions(self, agent: str) -> str:
+        common = (
+            "You are on a team of two agents, a reasoner and a tool agent, that solves a math problem. "
+            "Each of you gives an answer every turn; the episode ends when your answers agree."
+        )
+        if agent == "reasoner":
+            return common + (
+                "\nYou are the reasoner. Think step by step, check the tool agent's program and output if "
+                "there is one, and end with your final answer in \\boxed{...} (a number or expression, no units)."
+            )
+        return common + (
+            "\nYou are the tool agent. Write a Python program in a ```python code block that computes the "
+            "answer and prints it as its last line of output (a number or expression, no units). The program "
+            f"runs in a sandbox without network access for at most {self.config.tool_timeout:g} s."
+        )
+
+    def task_view(self, agent: str) -> str:
+        parts = [f"Problem:\n{self.instance.question}", "",
+                 f"Turn {self.turn + 1} of {self.config.max_turns}."]
+        for role in self.possible_agents:
+            record = self.last_record(role)
+            if record is None:
+                continue
+            when = "this turn" if record.turn == self.turn else f"turn {record.turn + 1}"
+            who = "your" if role == agent else f"the {role}'s"
+            parts.append(f"\nLatest answer ({when}), {who} solution:")
+            parts.append(describe(record.agent, record.text, record.result))
+        return "\n".join(parts)
+
+    def render_state(self) -> str:
+        return (f"{self.instance.question}\nturn {self.turn} answers {self.answers} team {self.team_answer!r} "
+                f"(correct: {self.team_correct}) gold {self.instance.answer!r}")
+
+    def _info(self, agent: str) -> dict[str, Any]:
+        info = super()._info(agent)
+        info["problem_id"] = self.instance.uid
+        return info
+
+
+def program_answer(stdout: str) -> str | None:
+    """The answer a program printed: a ``\\boxed{}`` in its output, else its last non-empty line."""
+    boxed = extract_boxed(stdout)
+    if boxed:
+        return boxed[:MAX_ANSWER_CHARS]
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    return lines[-1][:MAX_ANSWER_CHARS] if lines else None
+
+
+def describe(agent: str, text: str, result: ActionResult) -> str:
+    """A past action for observations: the end of the solution (or the code), its output and answer."""
+    parsed = result.parsed if isinstance(result.parsed, dict) else {}
+    lines = []
+    if agent == "tool":
+        code = parsed.get("code")
+        lines.append(f"```python\n{code[-SHOWN_SOLUTION_CHARS:]}\n```" if code else "(no code)")
+        if result.feedback:
+            lines.append(f"Program output:\n{result.feedback}")
+    else:
+        lines.append(text[-SHOWN_SOLUTION_CHARS:].strip() or "(empty)")
+    lines.append(f"Answer: {parsed['answer']}" if "answer" in parsed else "Answer: none")
+    if result.invalid_reason:
+        lines.append(f"(invalid: {result.invalid_reason})")
+    return "\n".join(lines)
+
+
+def env(**config: Any) -> TextAECEnv:
+    """The wrapped AEC environment (order enforcing), the usual entry point."""
+    return wrap_env(raw_env(**config))
+
+
+def parallel_env(**config: Any):
+    """The Parallel API view: one parallel step is one agent's action (see pettingllm_envs.core)."""
+    return make_parallel_env(env(**config))
+
+
+def scripted_policy(observation: str, agent: str, info: dict[str, Any]) -> str:
+    """Oracle from the ground truth: the reasoner boxes the gold answer, the tool prints it.
+    The gold answer comes from the answer key by ``info["problem_id"]``; a problem this
+    process never loaded gets an answer that is marked invalid."""
+    gold = ANSWER_KEY.get(info.get("problem_id", ""))
+    if gold is None:
+        return "The answer key does not know this problem."
+    if agent == "tool":
+        return f"```python\nprint({gold!r})\n```"
+    return f"Working through the problem step by step gives the result.\n\\boxed{{{gold}}}"

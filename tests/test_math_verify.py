@@ -1,0 +1,229 @@
+"""pettingllm_envs.math.verify: the answer table, junk robustness, threads and the fallback."""
+
+from __future__ import annotations
+
+import random
+import signal
+import string
+import sys
+import threading
+import time
+
+import pytest
+
+from pettingllm_envs.math import verify
+from pettingllm_envs.math.verify import (
+    MATH_VERIFY_AVAILABLE,
+    _verify_fallback,
+    extract_boxed,
+    normalize_answer,
+    parse_number,
+)
+
+# (answer, gold, expected)
+TABLE = [
+    # plain numbers, signs, decimals, float noise from printed programs
+    ("42", "42", True),
+    ("42.0", "42", True),
+    ("+42", "42", True),
+    ("-42", "42", False),
+    ("−7", "-7", True),  # Unicode minus
+    ("0.30000000000000004", "0.3", True),
+    ("7.000000000000001", "7", True),
+    ("0.33", "\\frac{1}{3}", False),  # rounding is not equality
+    ("0.3333333333333333", "1/3", True),
+    ("41.99", "42", False),
+    ("1e-3", "0.001", True),
+    # fractions and LaTeX
+    ("\\frac{1}{2}", "0.5", True),
+    ("\\dfrac{3}{4}", "3/4", True),
+    ("-\\frac{3}{4}", "\\frac{-3}{4}", True),
+    ("\\frac{3}{4}", "\\frac{4}{3}", False),
+    ("2\\sqrt{2}", "\\sqrt{8}", True),
+    ("\\frac{\\sqrt{3}}{2}", "\\frac{\\sqrt3}{2}", True),
+    ("\\pi", "3.14", False),
+    ("2\\pi", "\\pi \\cdot 2", True),
+    ("x^2+2x+1", "(x+1)^2", True),
+    ("x^2+1", "(x+1)^2", False),
+    # percentages
+    ("50\\%", "50", True),
+    ("50%", "0.5", True),
+    ("50", "0.5", False),
+    ("25 percent", "25", True),
+    # thousands separators, currency, units
+    ("1,000", "1000", True),
+    ("\\$1,234.50", "1234.5", True),
+    ("12,345,678", "12345678", True),
+    ("18 dollars", "18", True),
+    ("\\$18", "18", True),
+    ("5 \\text{ cm}", "5", True),
+    ("60 km/h", "60", True),
+    ("3 m", "3", True),
+    ("90^\\circ", "90", True),
+    ("2xy", "2", False),  # letters after a number are not always a unit
+    ("3 apples", "4", False),
+    # assignments and boxes
+    ("x = 3", "3", True),
+    ("x=3", "x = 3", True),
+    ("y = -2", "2", False),
+    ("The answer is \\boxed{17}.", "17", True),
+    ("\\boxed{\\frac{1}{2}} and later \\boxed{3}", "3", True),
+    ("\\boxed{\\frac{1}{2}} and later \\boxed{3}", "\\frac{1}{2}", False),
+    ("$\\boxed{5}$", "5", True),
+    # sets, tuples, intervals
+    ("\\{1,2\\}", "\\{2,1\\}", True),
+    ("\\{1,2,3\\}", "\\{1,2\\}", False),
+    ("1, 2", "\\{2, 1\\}", True),
+    ("(1,2]", "(1,2]", True),
+    ("[1,2)", "(1,2]", False),
+    ("(-\\infty, 3)", "(-\\infty,3)", True),
+    # junk that must be False
+    ("", "3", False),
+    ("3", "", False),
+    ("I don't know", "3", False),
+    ("three", "3", False),
+    ("\\boxed{}", "3", False),
+]
+
+
+@pytest.mark.parametrize(("answer", "gold", "expected"), TABLE)
+def test_verify_table(answer, gold, expected):
+    assert verify(answer, gold) is expected
+
+
+def test_table_is_large_and_has_negatives():
+    assert len(TABLE) >= 40
+    assert sum(1 for *_, expected in TABLE if not expected) >= 15
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("\\boxed{\\frac{a}{b}}", "\\frac{a}{b}"),
+        ("x \\boxed{1} y \\boxed{\\{1, \\{2\\}\\}}", "\\{1, \\{2\\}\\}"),
+        ("\\boxed{1} then \\boxed{2", "1"),  # the last box is unclosed
+        ("\\fbox{7}", "7"),
+        ("no box", None),
+        ("\\boxed{{{{}}}}", "{{{}}}"),
+    ],
+)
+def test_extract_boxed_matches_nested_braces(text, expected):
+    assert extract_boxed(text) == expected
+
+
+def test_extract_boxed_is_linear_on_many_unclosed_boxes():
+    text = "\\boxed{" * 20000
+    start = time.perf_counter()
+    assert extract_boxed(text) is None
+    assert time.perf_counter() - start < 2.0
+
+
+def test_normalize_and_parse_number():
+    assert normalize_answer("\\$1,000.") == "1000"
+    assert normalize_answer("\\{1,000\\}") == "\\{1,000\\}"  # a set, not a thousands separator
+    assert parse_number("50%") == (50, True)
+    assert parse_number("\\frac{-3}{4}") is not None and parse_number("\\frac{-3}{4}")[0] == -0.75
+    assert parse_number("x") is None and parse_number("1/0") is None
+
+
+def _junk(rng: random.Random) -> str:
+    alphabet = string.printable + "\\{}^$%"
+    return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 300)))
+
+
+def test_random_junk_never_raises():
+    rng = random.Random(0)
+    golds = ["3", "\\frac{1}{2}", "\\{1,2\\}", "(0,1]", "x^2"]
+    for _ in range(300):
+        result = verify(_junk(rng), rng.choice(golds))
+        assert isinstance(result, bool)
+        assert isinstance(verify(rng.choice(golds), _junk(rng)), bool)
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        "{" * 5000 + "}" * 5000,
+        "\\boxed{" + "{" * 3000 + "1" + "}" * 3000 + "}",
+        "\\frac{" * 500 + "1",
+        "9^{9^{9^{9}}}",
+        "(2^{1000})^{1000}",
+        "9" * 100000,
+        "1 a " * 100000 + "!",
+        "\\sqrt{" * 2000,
+        "x" * 1_000_000,
+        "\x00\ud800\uffff",
+        None,
+        12,
+    ],
+)
+def test_huge_and_nested_junk_is_false_and_fast(junk):
+    start = time.perf_counter()
+    assert verify(junk, "3") is False
+    assert verify("3", junk) is False
+    assert time.perf_counter() - start < 10.0
+
+
+def test_verify_works_in_a_worker_thread():
+    results = {}
+
+    def work():
+        results["numbers"] = verify("\\frac{1}{2}", "0.5")
+        results["sets"] = verify("\\{2, 1\\}", "\\{1,2\\}")
+        results["wrong"] = verify("\\{2, 3\\}", "\\{1,2\\}")
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(60)
+    assert results == {"numbers": True, "sets": True, "wrong": False}
+
+
+@pytest.mark.skipif(not MATH_VERIFY_AVAILABLE, reason="math-verify's alarm is only used when it is installed")
+def test_callers_pending_alarm_survives():
+    previous = signal.signal(signal.SIGALRM, lambda *_: None)
+    try:
+        signal.alarm(100)
+        assert verify("x^2+2x+1", "(x+1)^2")
+        remaining = signal.alarm(0)
+        assert 90 <= remaining <= 100
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_verify_without_math_verify_uses_the_fallback(monkeypatch):
+    # ``pettingllm_envs.math.verify`` the attribute is the function; the module is in sys.modules
+    module = sys.modules["pettingllm_envs.math.verify"]
+    monkeypatch.setattr(module, "MATH_VERIFY_AVAILABLE", False)
+    assert verify("x^2+2x+1", "(x+1)^2") and verify("\\{2,1\\}", "\\{1,2\\}") and verify("50%", "0.5")
+    assert not verify("x^2+1", "(x+1)^2") and not verify("[1,2)", "(1,2]")
+
+
+@pytest.mark.parametrize(
+    ("answer", "gold", "expected"),
+    [
+        ("\\frac{1}{2}", "1/2", True),
+        ("2\\sqrt{2}", "\\sqrt{8}", True),
+        ("\\sqrt[3]{8}", "2", True),
+        ("x^2+2x+1", "(x+1)^2", True),
+        ("2x", "x \\cdot 2", True),
+        ("x+1", "x+2", False),
+        ("\\{1,2\\}", "\\{2,1\\}", True),
+        ("\\{1,2\\}", "\\{1,3\\}", False),
+        ("1,2", "\\{2,1\\}", True),
+        ("(1,2]", "(1,2]", True),
+        ("[1,2)", "(1,2]", False),
+        ("(1,2,3)", "(1,2,3)", True),
+        ("(1,3,2)", "(1,2,3)", False),
+        ("\\pi", "3.14159", False),
+        ("2\\pi", "\\pi+\\pi", True),
+        ("(-\\infty,3)", "(-\\infty,3)", True),
+        ("2^{10}", "1024", True),
+        ("(2^{1000})^{1000}", "1", False),  # refused, not computed
+        ("\\alpha", "\\alpha", True),  # outside the grammar: identical text only
+        ("\\alpha", "\\beta", False),
+        ("1/0", "1", False),
+    ],
+)
+def test_fallback_without_math_verify(answer, gold, expected):
+    assert _verify_fallback(normalize_answer(answer), normalize_answer(gold)) is expected
