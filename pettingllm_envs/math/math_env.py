@@ -258,10 +258,8 @@ class raw_env(TextAECEnv[MathProblem]):
         return (f"{self.instance.question}\nturn {self.turn} answers {self.answers} team {self.team_answer!r} "
                 f"(correct: {self.team_correct}) gold {self.instance.answer!r}")
 
-    def _info(self, agent: str) -> dict[str, Any]:
-        info = super()._info(agent)
-        info["problem_id"] = self.instance.uid
-        return info
+    def extra_info(self, agent: str) -> dict[str, Any]:
+        return {"problem_id": self.instance.uid}
 
 
 def program_answer(stdout: str) -> str | None:

@@ -1,0 +1,269 @@
+"""The evaluation suite: every env by every policy, seeded, resumable, reported.
+
+Each finished episode is appended as one JSON line to ``<out_dir>/episodes.jsonl``
+(flushed and fsynced), so an interrupted run loses at most the episodes in flight and a
+rerun with the same arguments skips what is already recorded. The report (console
+table, ``summary.json``, ``summary.csv``, ``summary.md`` and ``success.png``) is always
+rebuilt from the whole record file.
+
+Policies are named by a spec string:
+
+=============================  =====================================================
+``scripted``                   the env's oracle (``scripted_policy(env_id)``)
+``random``                     random printable text
+``openai:<model>@<base_url>``  any OpenAI-compatible chat endpoint (vLLM, llama.cpp)
+``hf:<path>``                  a local Hugging Face causal LM (needs the train extra)
+=============================  =====================================================
+
+``mode="single"`` runs the single-agent baseline (one reply for every role) with the
+same model; for the scripted and random policies it is not defined.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pettingllm_envs.episodes import play_episode
+from pettingllm_envs.evaluation.openai_policy import OpenAIChatPolicy
+from pettingllm_envs.evaluation.single_agent import SingleAgentPolicy
+from pettingllm_envs.policies import Policy, random_policy, scripted_policy
+from pettingllm_envs.registry import env_module, list_envs, make
+
+RECORDS = "episodes.jsonl"
+
+
+@dataclass(frozen=True)
+class SuiteConfig:
+    """What to evaluate."""
+
+    envs: Sequence[str] = ()
+    """Env ids; empty means every registered env."""
+    policies: Sequence[str] = ("scripted", "random")
+    """Policy specs (see the module docstring)."""
+    modes: Sequence[str] = ("multi",)
+    """``multi`` (one call per role) and/or ``single`` (one reply for all roles)."""
+    episodes: int = 20
+    """Episodes per (env, policy, mode); episode ``i`` is problem ``seed + i`` of the split."""
+    split: str = "test"
+    seed: int = 0
+    concurrency: int = 4
+    """Episodes played at once: bounds the requests in flight to an endpoint."""
+    max_tokens: int = 1024
+    """Completion budget for model policies."""
+    env_config: dict[str, Any] = field(default_factory=dict)
+    """Extra config for every env (e.g. ``{"max_turns": 2}``)."""
+
+
+def _hf_complete(path: str, max_tokens: int) -> Callable[[list[dict[str, str]]], str]:
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as error:  # pragma: no cover - depends on the install
+        raise SystemExit("hf: policies need the train extra: pip install 'pettingllm-envs[train]'") from error
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    lock = threading.Lock()  # one forward at a time; episodes still overlap their env work
+
+    def complete(messages: list[dict[str, str]]) -> str:
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                            return_dict=True)
+        with lock, torch.no_grad():
+            out = model.generate(**ids, max_new_tokens=max_tokens, do_sample=False,
+                                 pad_token_id=tokenizer.pad_token_id)
+        return tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+
+    return complete
+
+
+def build_policy(spec: str, env_id: str, mode: str, max_tokens: int, seed: int) -> Policy:
+    """The policy that ``spec`` names, for ``env_id`` in ``mode``."""
+    if spec in ("scripted", "random"):
+        if mode != "multi":
+            raise ValueError(f"mode {mode!r} is only defined for model policies, not {spec!r}")
+        return scripted_policy(env_id) if spec == "scripted" else random_policy(seed)
+    if spec.startswith("openai:"):
+        model, _, base_url = spec[len("openai:"):].partition("@")
+        if not model or not base_url:
+            raise ValueError("openai policy spec is openai:<model>@<base_url>")
+        client = OpenAIChatPolicy(base_url=base_url, model=model, max_tokens=max_tokens)
+        complete: Callable[[list[dict[str, str]]], str] = client.complete
+        multi: Policy = client
+    elif spec.startswith("hf:"):
+        complete = _hf_complete(spec[3:], max_tokens)
+
+        def multi(observation: str, agent: str, info: dict[str, Any]) -> str:
+            return complete(info.get("messages") or [{"role": "user", "content": str(observation)}])
+    else:
+        raise ValueError(f"unknown policy spec {spec!r}")
+    if mode == "multi":
+        return multi
+    raw = make(env_id).unwrapped
+    raw.reset(seed=0)
+    return SingleAgentPolicy(complete, raw.possible_agents, {r: raw.role_instructions(r) for r in raw.possible_agents})
+
+
+def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:
+    return record["env"], record["policy"], record["mode"], record["split"], record["seed"]
+
+
+def load_records(out_dir: Path) -> list[dict[str, Any]]:
+    """Every complete record in ``out_dir``; a line cut by a crash is ignored."""
+    path = out_dir / RECORDS
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def _drop_partial_line(path: Path) -> None:
+    """Cut a last line left unfinished by a crash, so new records start on a fresh line."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as handle:
+            handle.truncate(data.rfind(b"\n") + 1)
+
+
+def run_suite(config: SuiteConfig, out_dir: str | Path, *, progress: bool = True) -> list[dict[str, Any]]:
+    """Play every missing episode, append its record, and return the summary rows."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    env_ids = list(config.envs) or list_envs()
+    for env_id in env_ids:
+        env_module(env_id)  # fail fast on unknown ids
+    _drop_partial_line(out / RECORDS)
+    done = {_record_key(r) for r in load_records(out)}
+    jobs = [
+        (env_id, spec, mode, config.seed + i)
+        for env_id in env_ids for spec in config.policies for mode in config.modes
+        for i in range(config.episodes)
+        if (env_id, spec, mode, config.split, config.seed + i) not in done
+    ]
+    policies: dict[tuple[str, str, str], Policy] = {}
+    for env_id, spec, mode, _ in jobs:
+        if (env_id, spec, mode) not in policies:
+            policies[env_id, spec, mode] = build_policy(spec, env_id, mode, config.max_tokens, config.seed)
+    write_lock = threading.Lock()
+
+    def play(job: tuple[str, str, str, int]) -> None:
+        env_id, spec, mode, seed = job
+        env = make(env_id, split=config.split, **config.env_config)
+        episode = play_episode(env, policies[env_id, spec, mode], seed=seed)
+        env.close()
+        roles = env.unwrapped.possible_agents
+        record = {
+            "env": env_id, "policy": spec, "mode": mode, "split": config.split, "seed": seed,
+            "success": episode.success, "turns": episode.turns, "seconds": round(episode.seconds, 4),
+            "return": {role: episode.total_reward(role) for role in roles},
+            "actions": len(episode.actions),
+            "action_chars": sum(len(a) if isinstance(a, str) else 0 for _, a in episode.actions),
+        }
+        with write_lock, open(out / RECORDS, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=max(1, config.concurrency)) as pool:
+        futures = [pool.submit(play, job) for job in jobs]
+        for finished, future in enumerate(as_completed(futures), 1):
+            future.result()
+            if progress:
+                _progress(finished, len(jobs), time.perf_counter() - started)
+    if progress and jobs:
+        print(file=sys.stderr)
+    rows = summarise(r for r in load_records(out) if r["split"] == config.split)
+    write_report(rows, out)
+    return rows
+
+
+def _progress(done: int, total: int, seconds: float) -> None:
+    width = 30
+    filled = int(width * done / total)
+    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} episodes, {seconds:.1f} s",
+          end="", file=sys.stderr, flush=True)
+
+
+def summarise(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (env, policy, mode): success rate, mean return per role, turns, chars, time."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        groups[record["env"], record["policy"], record["mode"]].append(record)
+    rows = []
+    for (env_id, spec, mode), group in sorted(groups.items()):
+        roles = list(group[0]["return"])
+        rows.append({
+            "env": env_id, "policy": spec, "mode": mode, "episodes": len(group),
+            "success_rate": round(statistics.fmean(r["success"] for r in group), 4),
+            "return_per_role": {role: round(statistics.fmean(r["return"][role] for r in group), 4) for role in roles},
+            "turns": round(statistics.fmean(r["turns"] for r in group), 2),
+            "action_chars": round(statistics.fmean(r["action_chars"] for r in group), 1),
+            "seconds_per_episode": round(statistics.fmean(r["seconds"] for r in group), 4),
+        })
+    return rows
+
+
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    flat = {k: v for k, v in row.items() if k != "return_per_role"}
+    flat["return_per_role"] = " ".join(f"{k}={v:+.3f}" for k, v in row["return_per_role"].items())
+    return flat
+
+
+def format_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    header = ["env", "policy", "mode", "episodes", "success_rate", "return_per_role", "turns",
+              "action_chars", "seconds_per_episode"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in map(_flat, rows):
+        lines.append("| " + " | ".join(str(row[h]) for h in header) + " |")
+    return "\n".join(lines)
+
+
+def write_report(rows: Sequence[dict[str, Any]], out: Path) -> None:
+    """``summary.json``, ``summary.csv``, ``summary.md`` and, with matplotlib, ``success.png``."""
+    (out / "summary.json").write_text(json.dumps(list(rows), indent=2), encoding="utf-8")
+    if rows:
+        with open(out / "summary.csv", "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(_flat(rows[0])))
+            writer.writeheader()
+            writer.writerows(map(_flat, rows))
+    (out / "summary.md").write_text(format_markdown(rows) + "\n", encoding="utf-8")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    labels = sorted({(r["policy"], r["mode"]) for r in rows})
+    envs = sorted({r["env"] for r in rows})
+    width = 0.8 / max(1, len(labels))
+    figure, axis = plt.subplots(figsize=(max(6, 1.4 * len(envs)), 4))
+    for i, (spec, mode) in enumerate(labels):
+        rates = {r["env"]: r["success_rate"] for r in rows if (r["policy"], r["mode"]) == (spec, mode)}
+        axis.bar([e + i * width for e in range(len(envs))], [rates.get(env, 0.0) for env in envs], width,
+                 label=f"{spec} ({mode})")
+    axis.set_xticks([e + width * (len(labels) - 1) / 2 for e in range(len(envs))], envs, rotation=20)
+    axis.set_ylabel("success rate")
+    axis.set_ylim(0, 1.05)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(out / "success.png", dpi=120)
+    plt.close(figure)

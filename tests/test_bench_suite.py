@@ -1,0 +1,103 @@
+"""The evaluation suite: scripted/random runs, resume after interruption, the
+OpenAI-compatible client against a real local HTTP server, and the single-agent baseline."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from openai_server import ChatServer
+
+from pettingllm_envs.cli import main
+from pettingllm_envs.evaluation import EndpointError, OpenAIChatPolicy, SuiteConfig, run_suite, split_sections
+from pettingllm_envs.evaluation.suite import RECORDS, load_records
+from pettingllm_envs.policies import scripted_policy
+
+
+def plan_path_model(messages):
+    """A 'model' that behaves like the plan_path oracle, reading only the chat messages."""
+    system = messages[0]["content"]
+    text = "\n\n".join(m["content"] for m in messages)
+    if "You play every role" in system:  # single-agent prompt: answer both sections
+        oracle = scripted_policy("plan_path_v0")
+        return f"### tool\n{oracle(text, 'tool', {})}\n### planner\n{oracle(text, 'planner', {})}"
+    agent = "tool" if "You are the tool agent" in system else "planner"
+    return scripted_policy("plan_path_v0")(text, agent, {})
+
+
+def test_scripted_and_random_on_a_subset_write_every_report_file(tmp_path):
+    config = SuiteConfig(envs=["plan_path_v0", "tictactoe_v0"], episodes=4, concurrency=2)
+    rows = run_suite(config, tmp_path, progress=False)
+    by = {(r["env"], r["policy"]): r for r in rows}
+    assert by["plan_path_v0", "scripted"]["success_rate"] == 1.0
+    assert by["plan_path_v0", "random"]["success_rate"] == 0.0
+    assert by["tictactoe_v0", "scripted"]["success_rate"] == 1.0
+    assert set(by["plan_path_v0", "random"]["return_per_role"]) == {"tool", "planner"}
+    for name in (RECORDS, "summary.json", "summary.csv", "summary.md", "success.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert len(load_records(tmp_path)) == 16
+
+
+def test_resume_after_an_interrupted_run_plays_only_the_missing_episodes(tmp_path):
+    config = SuiteConfig(envs=["plan_path_v0"], policies=["scripted"], episodes=6, concurrency=1)
+    run_suite(config, tmp_path, progress=False)
+    lines = (tmp_path / RECORDS).read_text().splitlines()
+    # Simulate a crash: keep 2 complete records and half of the third line.
+    (tmp_path / RECORDS).write_text("\n".join(lines[:2]) + "\n" + lines[2][: len(lines[2]) // 2])
+    rows = run_suite(config, tmp_path, progress=False)
+    records = load_records(tmp_path)
+    assert sorted(r["seed"] for r in records) == list(range(6))
+    assert rows[0]["episodes"] == 6 and rows[0]["success_rate"] == 1.0
+    again = run_suite(config, tmp_path, progress=False)
+    assert len(load_records(tmp_path)) == 6 and again == rows
+
+
+def test_openai_policy_against_a_local_server_with_retries_and_bounded_concurrency(tmp_path):
+    def slow_model(messages):
+        time.sleep(0.05)  # long enough for concurrent episodes to overlap their requests
+        return plan_path_model(messages)
+
+    with ChatServer(slow_model) as server:
+        server.fail_next = 2
+        spec = f"openai:tiny@{server.base_url}"
+        config = SuiteConfig(envs=["plan_path_v0"], policies=[spec], episodes=6, concurrency=3)
+        rows = run_suite(config, tmp_path, progress=False)
+        assert rows[0]["success_rate"] == 1.0
+        assert 1 < server.max_in_flight <= 3
+        assert server.requests[0]["model"] == "tiny"
+        assert [m["role"] for m in server.requests[-1]["messages"]] == ["system", "user"]
+
+
+def test_openai_policy_raises_a_clear_error_on_a_permanent_failure():
+    with ChatServer(lambda messages: "x") as server:
+        client = OpenAIChatPolicy(base_url=server.base_url.replace("/v1", "/nope"), model="m", retries=1)
+        with pytest.raises(EndpointError, match="HTTP 404"):
+            client("hello", "tool", {})
+    client = OpenAIChatPolicy(base_url="http://127.0.0.1:9/v1", model="m", retries=0, timeout=2)
+    with pytest.raises(EndpointError):
+        client("hello", "tool", {})
+
+
+def test_single_agent_baseline_splits_one_reply_across_roles(tmp_path):
+    with ChatServer(plan_path_model) as server:
+        config = SuiteConfig(envs=["plan_path_v0"], policies=[f"openai:tiny@{server.base_url}"],
+                             modes=["multi", "single"], episodes=3, concurrency=1)
+        rows = run_suite(config, tmp_path, progress=False)
+        modes = {r["mode"]: r for r in rows}
+        assert modes["single"]["success_rate"] == 1.0 and modes["multi"]["success_rate"] == 1.0
+        single_requests = [r for r in server.requests if "You play every role" in r["messages"][0]["content"]]
+        assert len(single_requests) == 3  # one request per turn, not per role
+
+
+def test_split_sections():
+    reply = "intro\n### tool\ncode here\n### planner\nMOVES: U\n### tool\nignored"
+    assert split_sections(reply, ["tool", "planner"]) == {"tool": "code here", "planner": "MOVES: U"}
+    assert split_sections("nothing", ["a", "b"]) == {"a": "", "b": ""}
+
+
+def test_bench_command_line(tmp_path, capsys):
+    assert main(["bench", "plan_path_v0", "--episodes", "2", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| plan_path_v0 | scripted | multi | 2 | 1.0 |" in out
+    assert json.loads((tmp_path / "summary.json").read_text())[0]["env"] == "plan_path_v0"
