@@ -133,6 +133,13 @@ class ActionRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _copy_generator(generator: np.random.Generator) -> np.random.Generator:
+    """A generator in the same state, about 3x faster than ``copy.deepcopy`` of one."""
+    bit_generator = type(generator.bit_generator)(0)
+    bit_generator.state = generator.bit_generator.state
+    return np.random.Generator(bit_generator)
+
+
 class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
     """Turn-based text environment with the PettingZoo AEC API."""
 
@@ -332,6 +339,8 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
                 clone.__dict__[name] = value
             elif name == "history":
                 clone.__dict__[name] = list(value)  # records are immutable
+            elif name == "_np_random" and value is not None:
+                clone.__dict__[name] = _copy_generator(value)
             else:
                 clone.__dict__[name] = copy.deepcopy(value, memo)
         return clone

@@ -1,0 +1,124 @@
+"""Env performance: steps per second and deepcopy cost, each as a ratio to a baseline
+measured in the same run.
+
+* **Steps/s** of every registered env with its scripted policy (only ``env.step`` is
+  timed, the policy is not), next to PettingZoo's classic ``tictactoe_v3`` stepped with
+  random legal moves: a reference AEC env with no text, no parsing and no sandbox.
+  Tool roles run a sandboxed program per step, which dominates their step time.
+* **deepcopy** of a mid-episode env, against a naive deep copy of the same object that
+  also copies the configuration, spaces and problem data (what ``copy.deepcopy`` does
+  without the env's ``__deepcopy__``). AT-GRPO copies the state N times per agent step.
+
+Run: ``python -m benchmarks.perf_envs [--episodes 20] [--out benchmarks/results/perf_envs.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pettingzoo.classic import tictactoe_v3
+
+import pettingllm_envs
+from pettingllm_envs.cli import format_table
+from pettingllm_envs.policies import scripted_policy
+
+
+def scripted_steps_per_second(env_id: str, episodes: int) -> float:
+    env = pettingllm_envs.make(env_id, split="test")
+    policy = scripted_policy(env_id)
+    steps, seconds = 0, 0.0
+    for seed in range(episodes):
+        env.reset(seed=seed)
+        for agent in env.agent_iter():
+            obs, _, terminated, truncated, info = env.last()
+            action = None if terminated or truncated else policy(obs, agent, info)
+            start = time.perf_counter()
+            env.step(action)
+            seconds += time.perf_counter() - start
+            steps += action is not None
+    return steps / seconds
+
+
+def pettingzoo_tictactoe_steps_per_second(episodes: int) -> float:
+    env = tictactoe_v3.env()
+    rng = np.random.default_rng(0)
+    steps, seconds = 0, 0.0
+    for seed in range(episodes):
+        env.reset(seed=seed)
+        for _agent in env.agent_iter():
+            obs, _, terminated, truncated, _ = env.last()
+            action = None if terminated or truncated else int(rng.choice(np.flatnonzero(obs["action_mask"])))
+            start = time.perf_counter()
+            env.step(action)
+            seconds += time.perf_counter() - start
+            steps += action is not None
+    return steps / seconds
+
+
+def naive_deepcopy(env: Any) -> Any:
+    """A deep copy that shares only what cannot be copied at all (locks, process pools):
+    the cost the env's ``__deepcopy__`` avoids."""
+    raw = env.unwrapped
+    clone = type(raw).__new__(type(raw))
+    memo: dict[int, Any] = {id(raw): clone}
+    for name, value in raw.__dict__.items():
+        try:
+            clone.__dict__[name] = copy.deepcopy(value, memo)
+        except TypeError:
+            clone.__dict__[name] = value
+    return clone
+
+
+def mean_seconds(fn: Any, repeats: int) -> float:
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return (time.perf_counter() - start) / repeats
+
+
+def deepcopy_costs(env_id: str, repeats: int) -> tuple[float, float]:
+    env = pettingllm_envs.make(env_id, split="test")
+    env.reset(seed=0)
+    agent = env.agent_selection
+    env.step(scripted_policy(env_id)(env.observe(agent), agent, env.infos[agent]))
+    ours = mean_seconds(lambda: copy.deepcopy(env), repeats)
+    naive = mean_seconds(lambda: naive_deepcopy(env), max(1, repeats // 10))
+    return ours, naive
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--copies", type=int, default=500)
+    parser.add_argument("--out", default="benchmarks/results/perf_envs.json")
+    args = parser.parse_args(argv)
+
+    baseline = pettingzoo_tictactoe_steps_per_second(args.episodes * 5)
+    results: dict[str, Any] = {"baseline": {"pettingzoo_tictactoe_v3_steps_per_s": baseline}, "envs": {}}
+    rows = []
+    for env_id in pettingllm_envs.list_envs():
+        steps = scripted_steps_per_second(env_id, args.episodes)
+        ours, naive = deepcopy_costs(env_id, args.copies)
+        results["envs"][env_id] = {
+            "steps_per_s": steps, "steps_ratio_to_pettingzoo_tictactoe": steps / baseline,
+            "deepcopy_us": ours * 1e6, "naive_deepcopy_us": naive * 1e6, "deepcopy_speedup": naive / ours,
+        }
+        rows.append((env_id, f"{steps:,.0f}", f"{steps / baseline:.3f}", f"{ours * 1e6:,.1f}",
+                     f"{naive * 1e6:,.1f}", f"{naive / ours:.1f}x"))
+    print(f"baseline: PettingZoo tictactoe_v3, random legal moves: {baseline:,.0f} steps/s")
+    print(format_table(["env", "steps/s (scripted)", "ratio to baseline", "deepcopy us", "naive deepcopy us",
+                        "deepcopy speedup"], rows))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    return results
+
+
+if __name__ == "__main__":
+    main()
