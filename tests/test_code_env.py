@@ -1,0 +1,354 @@
+"""code_v0: datasets and loaders, test parsing, sandboxed judging, rewards of each role,
+termination, and that hidden tests never reach an observation."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from pettingllm_envs.code.code_env import (
+    CodeConfig,
+    build_program,
+    format_tests,
+    judge_many,
+    parse_tests,
+    raw_env,
+    scripted_policy,
+    show_test,
+)
+from pettingllm_envs.code.datasets import AssertTest, IOTest, builtin_stdio, humaneval, load_dataset
+from pettingllm_envs.code.stdio_problems import PROBLEMS
+from pettingllm_envs.core import split_of
+from pettingllm_envs.episodes import play_episode
+
+ADD_PROBLEM = "HumanEval/53"  # def add(x: int, y: int)
+
+
+def fresh(problem_id: str = ADD_PROBLEM, **config) -> raw_env:
+    """An env reset on a given problem (found by scanning its split)."""
+    env = raw_env(**config)
+    for split in ("train", "test"):
+        problems = env.dataset.split(split, env.config.test_percent)
+        ids = [p.problem_id for p in problems]
+        if problem_id in ids:
+            env.reset(options={"index": ids.index(problem_id), "split": split})
+            return env
+    raise AssertionError(problem_id)
+
+
+def fence(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+def last(env: raw_env, agent: str) -> dict:
+    return env.infos[agent]["last_action"]
+
+
+# ------------------------------------------------------------------ data
+def test_humaneval_has_164_problems_with_hidden_tests_and_a_disjoint_split():
+    dataset = humaneval()
+    assert len(dataset.problems) == 164
+    assert all(p.tests and p.style == "function" and p.entry_point for p in dataset.problems)
+    train, test = dataset.split("train", 20), dataset.split("test", 20)
+    assert not {p.problem_id for p in train} & {p.problem_id for p in test}
+    assert len(train) + len(test) == 164 and 20 <= len(test) <= 50
+    assert all(split_of(p.problem_id, 20) == "test" for p in test)
+    assert dataset.split("test", 20) == test  # deterministic
+    assert dataset.split("test", 20, data_seed=3) != test and set(dataset.split("test", 20, data_seed=3)) == set(test)
+    # "assert True, '...'" lines of HumanEval test nothing and are dropped
+    assert not any("assert True" in t.check for p in dataset.problems for t in p.tests)
+
+
+@pytest.mark.slow
+def test_every_canonical_solution_passes_its_split_tests_and_a_stub_fails():
+    failures, stub_passes = [], []
+    for problem in humaneval().problems:
+        jobs = [(problem.reference, t) for t in problem.tests]
+        stub = f"def {problem.entry_point}(*args, **kwargs):\n    return None\n"
+        outcomes = judge_many(problem, [*jobs, *((stub, t) for t in problem.tests)], timeout=10)
+        good, bad = outcomes[: len(jobs)], outcomes[len(jobs):]
+        failures += [(problem.problem_id, o.reason) for o in good if not o.passed]
+        if all(o.passed for o in bad):
+            stub_passes.append(problem.problem_id)
+    assert failures == []
+    assert stub_passes == []
+
+
+def test_builtin_stdio_problems_are_consistent():
+    dataset = builtin_stdio()
+    assert len(dataset.problems) == len(PROBLEMS) >= 12
+    for problem in dataset.problems:
+        assert problem.style == "stdio" and len(problem.tests) >= 4
+        assert "Example input:" in problem.statement
+        for test in problem.tests:  # the statement's example is not a hidden test
+            assert f"Example input:\n{test.input}Example output" not in problem.statement
+        outcomes = judge_many(problem, [(problem.reference, t) for t in problem.tests])
+        assert all(o.passed for o in outcomes), (problem.problem_id, outcomes)
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+SUM_SOLUTION = "print(sum(map(int, input().split())))\n"
+
+
+def test_generic_jsonl_loader(tmp_path):
+    records = [
+        {"id": "a", "statement": "Add two numbers.", "solution": SUM_SOLUTION,
+         "tests": [{"input": "1 2\n", "output": "3\n"}]},
+        {"id": "b", "statement": "No solution.", "tests": [{"input": "1\n", "output": "1\n"}]},
+        {"id": "c", "statement": "No tests.", "solution": SUM_SOLUTION, "tests": []},
+    ]
+    dataset = load_dataset(write_jsonl(tmp_path / "mine.jsonl", records))
+    assert [p.problem_id for p in dataset.problems] == ["a"]
+    assert dataset.skipped == {"no reference solution": 1, "no tests": 1}
+    assert dataset.problems[0].tests == (IOTest("1 2\n", "3\n"),)
+
+
+def test_apps_loader_skips_call_based_records(tmp_path):
+    records = [
+        {"problem_id": 7, "question": "Sum the numbers.", "solutions": json.dumps([SUM_SOLUTION]),
+         "input_output": json.dumps({"inputs": ["1 2\n", "5 5\n"], "outputs": ["3\n", "10\n"]})},
+        {"problem_id": 8, "question": "Call based.", "solutions": json.dumps(["def f(): pass"]),
+         "input_output": json.dumps({"inputs": [[1]], "outputs": [[1]], "fn_name": "f"})},
+    ]
+    dataset = load_dataset(write_jsonl(tmp_path / "apps.jsonl", records))
+    assert [p.problem_id for p in dataset.problems] == ["apps/7"]
+    assert dataset.skipped == {"call-based (fn_name) problem": 1}
+    assert len(dataset.problems[0].tests) == 2
+
+
+def test_code_contests_loader_takes_a_python3_solution_and_private_then_generated_tests(tmp_path):
+    record = {
+        "name": "sum", "description": "Sum two numbers.",
+        "public_tests": {"input": ["9 9\n"], "output": ["18\n"]},
+        "private_tests": {"input": ["1 2\n"], "output": ["3\n"]},
+        "generated_tests": {"input": ["4 4\n", "0 0\n"], "output": ["8\n", "0\n"]},
+        "solutions": {"language": [2, 3], "solution": ["int main(){}", SUM_SOLUTION]},
+    }
+    path = tmp_path / "cc.json"
+    path.write_text(json.dumps([record]))
+    problem = load_dataset(str(path)).problems[0]
+    assert problem.reference == SUM_SOLUTION and problem.problem_id == "code_contests/sum"
+    assert [t.input for t in problem.tests] == ["1 2\n", "4 4\n", "0 0\n"]  # public tests are in the statement
+    assert len(load_dataset(str(path), max_hidden_tests=2).problems[0].tests) == 2
+
+
+def test_livecodebench_loader_needs_a_solution_and_plain_json_tests(tmp_path):
+    cases = json.dumps([{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}])
+    records = [
+        {"question_id": "q1", "question_content": "Sum.", "public_test_cases": cases,
+         "private_test_cases": cases, "solution": SUM_SOLUTION},
+        {"question_id": "q2", "question_content": "No solution.", "public_test_cases": cases,
+         "private_test_cases": cases},
+        {"question_id": "q3", "question_content": "Compressed.", "public_test_cases": cases,
+         "private_test_cases": "eJzLSM3JyVcozy/KSQEAGgQEXQ==", "solution": SUM_SOLUTION},
+        {"question_id": "q4", "question_content": "Functional.", "solution": SUM_SOLUTION,
+         "public_test_cases": json.dumps([{"input": "1", "output": "1", "testtype": "functional"}]),
+         "private_test_cases": "[]"},
+    ]
+    dataset = load_dataset(write_jsonl(tmp_path / "lcb.jsonl", records), "livecodebench")
+    assert [p.problem_id for p in dataset.problems] == ["livecodebench/q1"]
+    assert sum(dataset.skipped.values()) == 3
+
+
+def test_loader_errors_are_clear(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load_dataset(str(tmp_path / "missing.jsonl"))
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(ValueError, match="empty"):
+        load_dataset(str(tmp_path / "empty.jsonl"))
+    odd = write_jsonl(tmp_path / "odd.jsonl", [{"foo": 1}])
+    with pytest.raises(ValueError, match="format"):
+        load_dataset(odd)
+    with pytest.raises(ValueError, match="dataset_format"):
+        raw_env(dataset=odd, dataset_format="nope")
+
+
+def test_parquet_needs_pyarrow_or_pandas(tmp_path):
+    path = tmp_path / "data.parquet"
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            path.write_bytes(b"PAR1")
+            with pytest.raises(ImportError, match="pyarrow"):
+                load_dataset(str(path))
+            return
+        pytest.skip("pandas without pyarrow cannot write the parquet fixture")
+    record = {"id": "p", "statement": "Sum.", "solution": SUM_SOLUTION, "tests": [{"input": "1 1\n", "output": "2"}]}
+    pq.write_table(pa.Table.from_pylist([record]), path)
+    assert load_dataset(str(path)).problems[0].problem_id == "p"
+
+
+def test_env_runs_a_local_file_end_to_end(tmp_path):
+    records = [{"id": f"p{i}", "statement": f"Print the sum of the numbers (variant {i}).", "solution": SUM_SOLUTION,
+                "tests": [{"input": f"{i} 1\n", "output": f"{i + 1}\n"}]} for i in range(10)]
+    env = raw_env(dataset=write_jsonl(tmp_path / "local.jsonl", records), test_percent=50)
+    episode = play_episode(env, scripted_policy, seed=0)
+    assert episode.success
+
+
+# ------------------------------------------------------------------ parsing and judging
+def test_parse_function_tests():
+    problem = humaneval().get(ADD_PROBLEM)
+    code = fence("import math\nassert add(1, 2) == 3\nassert True\nassert 1 + 1 == 2\nx = 5\n"
+                 "assert candidate(x, 1) == 6")
+    tests, ignored, reason = parse_tests(problem, code)
+    assert reason is None and ignored == 2
+    assert [t.check for t in tests] == ["assert add(1, 2) == 3", "assert candidate(x, 1) == 6"]
+    assert "x = 5" in tests[1].setup and "import math" in tests[1].setup
+    assert parse_tests(problem, "assert add(1, 2) == 3")[2] is not None  # no code block
+    assert "does not parse" in parse_tests(problem, fence("assert add(1,"))[2]
+    assert parse_tests(problem, fence("assert True"))[2] is not None
+
+
+def test_parse_stdio_tests_and_round_trip_of_the_oracle_format():
+    problem = builtin_stdio().problems[0]
+    text = "<input>1 2</input><output>3</output>\n<INPUT>\n4\n</INPUT> <output>\n5\n</output>"
+    tests, _, reason = parse_tests(problem, text)
+    assert reason is None and tests == [IOTest("1 2\n", "3"), IOTest("4\n", "5\n")]
+    assert parse_tests(problem, "input: 1 2 output: 3")[2] is not None
+    assert parse_tests(problem, format_tests(problem, problem.tests))[0] == list(problem.tests)
+    for he in humaneval().problems[:40]:
+        assert parse_tests(he, format_tests(he, he.tests))[0] == list(he.tests)
+
+
+def test_early_exit_with_status_zero_does_not_pass_a_test():
+    problem = humaneval().get(ADD_PROBLEM)
+    test = problem.tests[0]
+    cheats = ["import os\nos._exit(0)", "exit(0)", "import sys\nsys.exit()", "raise SystemExit"]
+    outcomes = judge_many(problem, [(c, test) for c in cheats])
+    assert not any(o.passed for o in outcomes)
+    assert "exited before the test finished" in outcomes[0].reason
+
+
+def test_main_block_of_a_solution_does_not_run():
+    problem = humaneval().get(ADD_PROBLEM)
+    code = "def add(x, y):\n    return x + y\nif __name__ == '__main__':\n    print(add(int(input()), 1))"
+    assert all(o.passed for o in judge_many(problem, [(code, t) for t in problem.tests[:2]]))
+
+
+def test_failure_reasons_explain_what_went_wrong():
+    problem = humaneval().get(ADD_PROBLEM)
+    test = AssertTest("candidate = add", "assert add(2, 2) == 4")
+    wrong, loop = judge_many(problem, [("def add(x, y):\n    return x - y", test),
+                                       ("def add(x, y):\n    while True: pass", test)], timeout=0.5)
+    assert "AssertionError" in wrong.reason and "assert add(2, 2) == 4" in wrong.reason
+    assert "timed out" in loop.reason
+    stdio = builtin_stdio().problems[0]
+    (answer,) = judge_many(stdio, [("print(42)", IOTest("1\n5\n", "5\n"))])
+    assert not answer.passed and "expected '5\\n', got '42\\n'" in answer.reason
+    program, stdin, token = build_program(problem, "x = 1", test)
+    assert token and stdin == token + "\n" and token not in program  # the token is only on stdin
+
+
+# ------------------------------------------------------------------ rewards and episodes
+CORRECT_ADD = fence("def add(x, y):\n    return x + y")
+WRONG_ADD = fence("def add(x, y):\n    if x >= 5:\n        return 0\n    return y + x")
+VALID_TESTS = fence("assert add(1, 2) == 3\nassert add(0, 0) == 0")
+CATCHING_TESTS = fence("assert add(1, 2) == 3\nassert add(7, 1) == 8")
+INVALID_TESTS = fence("assert add(1, 2) == 4\nassert add(0, 0) == 0")
+MIXED_TESTS = fence("assert add(1, 2) == 3\nassert add(7, 1) == 8\nassert add(1, 2) == 4")
+
+
+def test_coder_reward_varies_with_its_code():
+    env = fresh()
+    env.step(WRONG_ADD)
+    env.step(CATCHING_TESTS)  # the wrong code fails add(7, 1)
+    rewards = {}
+    for name, action in {"correct": CORRECT_ADD, "wrong": WRONG_ADD, "junk": "I would add them."}.items():
+        branch = copy.deepcopy(env)
+        branch.step(action)
+        rewards[name] = last(branch, "coder")
+    assert rewards["correct"]["reward_local"] == 1.0 and rewards["wrong"]["reward_local"] == 0.5
+    assert rewards["correct"]["reward_global"] == 1.0 > rewards["wrong"]["reward_global"] > 0
+    assert rewards["junk"]["reward_local"] == -env.config.format_penalty and not rewards["junk"]["valid"]
+    assert rewards["correct"]["reward"] > rewards["wrong"]["reward"] > rewards["junk"]["reward"]
+
+
+def test_tester_reward_varies_with_its_tests():
+    env = fresh()
+    env.step(WRONG_ADD)
+    rewards = {}
+    for name, action in {"catching": CATCHING_TESTS, "valid": VALID_TESTS, "invalid": INVALID_TESTS,
+                         "junk": "add should add"}.items():
+        branch = copy.deepcopy(env)
+        branch.step(action)
+        rewards[name] = last(branch, "tester")["reward_local"]
+    bug_credit = env.config.bug_credit
+    assert rewards == pytest.approx({"catching": 1.0 + bug_credit / 2, "valid": 1.0, "invalid": 0.5,
+                                     "junk": -env.config.format_penalty})
+
+
+def test_agreement_terminates_and_success_needs_the_hidden_tests():
+    env = fresh()
+    env.step(WRONG_ADD)
+    env.step(VALID_TESTS)  # weak tests: the wrong code passes them
+    assert all(env.terminations.values())
+    assert not env.infos["coder"]["success"] and 0 < env.infos["coder"]["last_action"]["reward_global"] < 1
+
+    env = fresh()
+    env.step(WRONG_ADD)
+    env.step(CATCHING_TESTS)
+    assert not any(env.terminations.values())
+    env.step(CORRECT_ADD)  # the coder's fix passes the tester's tests: ends before the tester's turn
+    assert all(env.terminations.values()) and env.infos["tester"]["success"]
+
+
+def test_observations_show_failures_but_never_hidden_tests_or_the_reference():
+    env = fresh()
+    problem = env.instance
+    observations = []
+    for action in [WRONG_ADD, MIXED_TESTS, WRONG_ADD, CATCHING_TESTS, "junk"]:
+        observations.append(env.observe(env.agent_selection))
+        env.step(action)
+    observations += [env.observe(a) for a in env.possible_agents]
+    coder_view = observations[2]
+    assert "assert add(7, 1) == 8" in coder_view and "AssertionError" in coder_view
+    assert "assert add(1, 2) == 4" not in coder_view  # invalid tests are not the coder's business
+    tester_view = observations[3]
+    assert "Invalid tests" in tester_view and "assert add(1, 2) == 4" in tester_view
+    assert "Valid tests the coder's current code fails" in tester_view
+    canonical = problem.reference[len(problem.statement):].strip()
+    for obs in observations:
+        assert canonical not in obs
+        for test in problem.tests:
+            assert test.check not in obs
+
+
+def test_stdio_episode_with_the_oracle_and_hidden_tests_stay_hidden():
+    env = raw_env(dataset="stdio")
+    for index in range(len(builtin_stdio().problems)):
+        episode = play_episode(env, scripted_policy, seed=index)
+        assert episode.success
+    env.reset(seed=3)
+    env.step(fence("print(0)"))
+    env.step("<input>\n1 1\n</input>\n<output>\nnot the answer\n</output>")
+    views = [env.observe(a) for a in env.possible_agents]
+    for test in env.instance.tests:
+        assert all(show_test(test, env.config.shown_chars) not in v for v in views)
+
+
+def test_deep_copies_share_dataset_and_cache():
+    env = fresh()
+    clone = copy.deepcopy(env)
+    assert clone.dataset is env.dataset and clone.cache is env.cache
+    clone.step(CORRECT_ADD)
+    assert env.code is None and clone.code is not None
+
+
+def test_config_validation():
+    with pytest.raises(ValueError):
+        CodeConfig(max_tests=0).validate()
+    with pytest.raises(ValueError):
+        raw_env(bug_credit=-1)
+    with pytest.raises(FileNotFoundError):
+        raw_env(dataset="no/such/file.jsonl")
