@@ -18,6 +18,7 @@ ENV_MODULES: dict[str, str] = {
     "code_v0": "pettingllm_envs.code.code_env",
     "math_v0": "pettingllm_envs.math.math_env",
     "plan_path_v0": "pettingllm_envs.planning.plan_path",
+    "research_v0": "pettingllm_envs.research.research_env",
     "sokoban_v0": "pettingllm_envs.planning.sokoban",
     "sudoku_v0": "pettingllm_envs.games.sudoku",
     "tictactoe_v0": "pettingllm_envs.games.tictactoe",

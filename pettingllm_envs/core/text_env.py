@@ -14,6 +14,8 @@ hook                        what it does
 ``global_reward()``         the team's task state in [0, 1], the same for every role
 ``is_success()``            the task is solved (or the game won, per agent)
 ``is_done()``               the episode ends (defaults to ``is_success()``)
+``is_truncated()``          the episode is cut short (defaults to ``max_turns`` turns)
+``next_agent(a)``           who acts after ``a`` (defaults to round-robin in ``roles`` order)
 ``role_instructions(a)``    the system prompt of role ``a``
 ``task_view(a)``            what role ``a`` sees now (task, history, feedback)
 ``render_state()``          the state as text for ``render()``
@@ -28,6 +30,11 @@ Semantics (DESIGN.md §3):
 
 * A *turn* is every role acting once, in ``roles`` order. ``task_view`` of a later role
   is built after the earlier roles of the same turn acted, so it can show their output.
+  An env whose roles act a variable number of times (a planner that calls a sub-agent,
+  which calls tools several times) overrides ``next_agent``; a turn then ends just before
+  a role would act a second time in it. So every role acts at most once per turn and
+  (problem, agent, turn) still identifies one decision, the key of AT-GRPO's groups; with
+  the default round-robin order the two definitions coincide.
 * After each action the acting agent's reward is ``alpha * global + local``, with both
   parts, the parsed action and why it was invalid in ``infos[agent]["last_action"]``.
 * An action that is not a string, is longer than ``max_action_chars``, or that the env
@@ -64,7 +71,8 @@ class TextEnvConfig:
     which gives each role a signal that varies with its own action."""
 
     max_turns: int = 4
-    """Turns before the episode is truncated; a turn is every role acting once."""
+    """Turns before the episode is truncated; a turn is every role acting once (at most once
+    for envs that choose the next agent themselves, see ``TextAECEnv.next_agent``)."""
 
     split: Split = "train"
     """Which split ``reset`` draws problems from (``options={"split": ...}`` overrides it)."""
@@ -216,6 +224,20 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
     def is_done(self) -> bool:
         return self.is_success()
 
+    def is_truncated(self) -> bool:
+        """The episode is cut short without ending; envs with their own budgets extend this."""
+        return self.turn >= self.config.max_turns
+
+    def next_agent(self, agent: str) -> str:
+        """The agent that acts after ``agent`` has acted (called after ``apply_action``).
+
+        Round-robin in ``possible_agents`` order by default; an env that lets one role act
+        several times in a row, or skips a role, returns its choice here (PettingZoo's AEC
+        API allows any order).
+        """
+        agents = self.possible_agents
+        return agents[(agents.index(agent) + 1) % len(agents)]
+
     def role_instructions(self, agent: str) -> str:
         raise NotImplementedError
 
@@ -274,7 +296,7 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
         self.turn = 0
-        self._turn_position = 0
+        self._acted_this_turn: set[str] = set()
         self.history = []
         self.agent_selection = self.agents[0]
         self.start_episode(self.instance)
@@ -305,15 +327,16 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
 
         self.rewards = dict.fromkeys(self.agents, 0.0)
         self.rewards[agent] = reward
-        self._turn_position += 1
-        if self._turn_position == len(self.possible_agents):
-            self._turn_position = 0
+        self._acted_this_turn.add(agent)
+        following = self.next_agent(agent)
+        if following in self._acted_this_turn:  # a role would act twice: the turn is over
+            self._acted_this_turn = set()
             self.turn += 1
         if self.is_done():
             self.terminations = dict.fromkeys(self.agents, True)
-        elif self.turn >= self.config.max_turns:
+        elif self.is_truncated():
             self.truncations = dict.fromkeys(self.agents, True)
-        self.agent_selection = self.possible_agents[self._turn_position]
+        self.agent_selection = following
         self.infos = {a: self._info(a) for a in self.agents}
         self._accumulate_rewards()
         if self.render_mode == "human":
