@@ -90,11 +90,39 @@ def _cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from pettingllm_envs.evaluation.suite import SuiteConfig, format_markdown, run_suite
+
+    config = SuiteConfig(
+        envs=args.envs, policies=args.policy or ["scripted", "random"], modes=args.mode or ["multi"],
+        episodes=args.episodes, split=args.split,
+        seed=args.seed, concurrency=args.concurrency, max_tokens=args.max_tokens,
+    )
+    rows = run_suite(config, args.out)
+    print(format_markdown(rows))
+    print(f"records and report in {args.out}")
+    return 0
+
+
 def _cmd_tiny_model(args: argparse.Namespace) -> int:
     from trainers.tiny_model import write_tiny_model
 
     path = write_tiny_model(args.out_dir, seed=args.seed)
     print(f"wrote a tiny byte-level causal LM and tokenizer to {path}")
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from trainers.train import main as train_main
+
+    return train_main(args.options)
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from trainers.plot import plot_run
+
+    for path in plot_run(args.run_dir, out=args.out):
+        print(f"wrote {path}")
     return 0
 
 
@@ -129,10 +157,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", choices=["train", "test"], default="test")
     p.set_defaults(func=_cmd_play)
 
+    p = sub.add_parser("bench", help="evaluate policies on the test split of every env; resumable")
+    p.add_argument("envs", nargs="*", help="env ids (default: all)")
+    p.add_argument("--policy", action="append", default=None,
+                   help="scripted | random | openai:<model>@<base_url> | hf:<path> (repeatable; "
+                        "default: scripted and random)")
+    p.add_argument("--mode", action="append", choices=["multi", "single"], default=None,
+                   help="multi-agent and/or single-agent baseline (repeatable; default multi)")
+    p.add_argument("--episodes", type=int, default=20)
+    p.add_argument("--split", choices=["train", "test"], default="test")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--concurrency", type=int, default=4, help="episodes in flight (bounds endpoint requests)")
+    p.add_argument("--max-tokens", type=int, default=1024)
+    p.add_argument("--out", default="runs/bench", help="directory for records and the report")
+    p.set_defaults(func=_cmd_bench)
+
     p = sub.add_parser("tiny-model", help="write a tiny offline byte-level causal LM + tokenizer")
     p.add_argument("out_dir")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_tiny_model)
+
+    # Every option goes to the trainer's own parser (built from its config dataclass), which is
+    # imported only when the command runs; prefix_chars="+" keeps argparse from eating "--x".
+    p = sub.add_parser("train", help="train LLM policies on an env with AT-GRPO (pettingllm train --help)",
+                       add_help=False, prefix_chars="+")
+    p.add_argument("options", nargs=argparse.REMAINDER, help="trainer options, see pettingllm train --help")
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("plot", help="draw a training run's metric curves to PNG")
+    p.add_argument("run_dir")
+    p.add_argument("--out", help="PNG path (default: RUN_DIR/curves.png)")
+    p.set_defaults(func=_cmd_plot)
     return parser
 
 

@@ -1,0 +1,332 @@
+"""The AT-GRPO training loop: rollout -> group advantages -> PPO-clip update, per policy.
+
+Read top to bottom: :class:`Trainer` sets up the env factory, the policies, the run
+directory and (with ``resume``) the checkpoint; :meth:`Trainer.train_step` does one step;
+:meth:`Trainer.update` is the micro-batched, gradient-accumulated, clipped PPO update of
+one policy with the samples of the roles it plays; :meth:`Trainer.save_checkpoint` writes
+everything needed to continue bit-for-bit.
+
+``pettingllm train --env plan_path_v0 --model DIR --steps 2 --run-dir RUN`` runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import pettingllm_envs
+from trainers.advantages import group_advantages, group_key
+from trainers.config import TrainConfig, load_config
+from trainers.loss import ppo_clip_loss
+from trainers.policy import Generation, PolicySet
+from trainers.rollout import Messages, RolloutResult, Sample, independent_rollout, tree_rollout
+
+CHECKPOINTS = "checkpoints"
+METRICS = "metrics.jsonl"
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict[str, Any]:
+    """Every global RNG the run touches, for exact resumption."""
+    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(),
+                             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def truncate_jsonl(path: Path, last_step: int) -> None:
+    """Drop lines logged after ``last_step`` (a crash after the last checkpoint), atomically."""
+    if not path.exists():
+        return
+    kept = [line for line in path.read_text().splitlines(keepends=True)
+            if line.strip() and json.loads(line)["step"] <= last_step]
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(kept))
+    os.replace(tmp, path)
+
+
+def reward_metrics(samples: Sequence[Sample], successes: Sequence[bool]) -> dict[str, float]:
+    """Mean reward overall, per agent and per turn, and the success rate (pure)."""
+    metrics = {"reward/mean": statistics.fmean(s.reward for s in samples) if samples else 0.0,
+               "success_rate": statistics.fmean(successes) if successes else 0.0}
+    by_agent: dict[str, list[float]] = defaultdict(list)
+    by_turn: dict[int, list[float]] = defaultdict(list)
+    for s in samples:
+        by_agent[s.agent].append(s.reward)
+        by_turn[s.turn].append(s.reward)
+    metrics.update({f"reward/agent/{a}": statistics.fmean(v) for a, v in sorted(by_agent.items())})
+    metrics.update({f"reward/turn/{t}": statistics.fmean(v) for t, v in sorted(by_turn.items())})
+    return metrics
+
+
+class Trainer:
+    """One training run (see the module docstring)."""
+
+    def __init__(self, config: TrainConfig) -> None:
+        config.validate()
+        self.config = config
+        self.run_dir = Path(config.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        probe = self.make_env()
+        self.roles = list(probe.possible_agents)
+        probe.close()
+        seed_everything(config.seed)
+        self.step = 0
+        checkpoint = self.latest_checkpoint() if config.resume else None
+        self.policies = PolicySet(config, self.roles, init_dir=checkpoint / "policies" if checkpoint else None)
+        if checkpoint is not None:
+            self.policies.load_optimizer_state(torch.load(checkpoint / "optimizer.pt", weights_only=False))
+            set_rng_state(torch.load(checkpoint / "rng.pt", weights_only=False))
+            self.step = json.loads((checkpoint / "state.json").read_text())["step"]
+            truncate_jsonl(self.run_dir / METRICS, self.step)
+            if config.dump_samples:
+                truncate_jsonl(Path(config.dump_samples), self.step)
+        elif not config.resume:
+            for stale in (self.run_dir / METRICS, Path(config.dump_samples) if config.dump_samples else None):
+                if stale is not None and stale.exists():
+                    stale.unlink()
+        (self.run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2))
+        self.tensorboard = self._tensorboard()
+
+    # ------------------------------------------------------------------ setup
+    def make_env(self) -> Any:
+        kwargs = dict(self.config.env_kwargs)
+        return pettingllm_envs.make(self.config.env, **kwargs)
+
+    def _tensorboard(self) -> Any:
+        if not self.config.tensorboard:
+            return None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:  # tensorboard is optional; metrics.jsonl is always written
+            return None
+        return SummaryWriter(str(self.run_dir / "tensorboard"), purge_step=self.step + 1)
+
+    def sampler(self, agent: str, prompts: Sequence[Messages], n: int) -> list[list[Generation]]:
+        """The rollout's sampler: agent's policy, every prompt, n completions, one batch."""
+        ids = [self.policies.encode_prompt(messages)[1] for messages in prompts]
+        flat = self.policies.generate(self.policies.role_to_policy[agent], ids, n)
+        return [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
+
+    # ------------------------------------------------------------------- step
+    def rollout(self, step: int) -> RolloutResult:
+        cfg = self.config
+        problems = [step * cfg.problems_per_step + j for j in range(cfg.problems_per_step)]
+        if cfg.rollout == "tree":
+            # A per-step RNG for random selection: independent of everything else, so resume is exact.
+            rng = random.Random(cfg.seed * 1_000_003 + step)
+            return tree_rollout(self.make_env, problems, cfg.n_samples, self.sampler, split=cfg.split,
+                                selection=cfg.selection, rng=rng)
+        return independent_rollout(self.make_env, problems, cfg.n_samples, self.sampler, split=cfg.split)
+
+    def train_step(self) -> dict[str, float]:
+        """Rollout, advantages, one update per policy; returns this step's metrics."""
+        cfg = self.config
+        start = time.perf_counter()
+        result = self.rollout(self.step)
+        samples = result.samples
+        for s in samples:
+            s.group = group_key(s.problem, s.agent, s.turn, cfg.group_by)
+        advantages, degenerate, stats = group_advantages([s.reward for s in samples], [s.group for s in samples],
+                                                         normalize=cfg.normalize, eps=cfg.adv_eps)
+        for s, adv, deg in zip(samples, advantages, degenerate, strict=True):
+            s.advantage, s.degenerate = adv, deg
+        update_start = time.perf_counter()
+        update_stats = [self.update(name, samples) for name in self.policies.names]
+        seconds_update = time.perf_counter() - update_start
+        self.step += 1
+
+        metrics: dict[str, float] = {"step": self.step}
+        metrics.update(reward_metrics(samples, result.successes))
+        trained_tokens = sum(u["tokens"] for u in update_stats)
+        metrics.update({
+            "groups/count": stats.groups,
+            "groups/degenerate_frac": stats.degenerate_frac,
+            "kl": sum(u["kl_sum"] for u in update_stats) / trained_tokens if trained_tokens else 0.0,
+            "clip_frac": sum(u["clipped"] for u in update_stats) / trained_tokens if trained_tokens else 0.0,
+            "loss": sum(u["loss"] for u in update_stats),
+            "tokens": sum(len(s.completion.completion_ids) for s in samples),
+            "samples": len(samples),
+            "samples/trained": sum(u["samples"] for u in update_stats),
+            "time/generate": result.seconds_generate,
+            "time/env": result.seconds_env,
+            "time/tree": result.seconds_tree,
+            "time/update": seconds_update,
+        })
+        for name, u in zip(self.policies.names, update_stats, strict=True):
+            metrics[f"grad_norm/{name}"] = u["grad_norm"]
+        metrics["time/step"] = time.perf_counter() - start
+        self.log(metrics, samples)
+        return metrics
+
+    def update(self, name: str, samples: Sequence[Sample]) -> dict[str, float]:
+        """PPO-clip update of policy ``name`` on the samples of the roles it plays.
+
+        Every micro-batch's loss is already scaled by the whole batch's normaliser, so the
+        accumulated gradient is the full-batch gradient; then one clipped optimiser step
+        per epoch."""
+        cfg = self.config
+        use_kl = cfg.kl_coef > 0
+        batch = [s for s in samples if self.policies.role_to_policy[s.agent] == name
+                 and not (cfg.drop_degenerate and s.degenerate and not use_kl)]
+        out = {"tokens": 0.0, "clipped": 0.0, "kl_sum": 0.0, "loss": 0.0, "grad_norm": 0.0, "samples": len(batch)}
+        if not batch:
+            return out
+        total_tokens = float(sum(len(s.completion.completion_ids) for s in batch))
+        params = self.policies.parameters(name)
+        optimizer = self.policies.optimizers[name]
+        for _ in range(cfg.ppo_epochs):
+            optimizer.zero_grad(set_to_none=True)
+            for i in range(0, len(batch), cfg.micro_batch_size):
+                micro = batch[i:i + cfg.micro_batch_size]
+                prompts = [s.completion.prompt_ids for s in micro]
+                completions = [s.completion.completion_ids for s in micro]
+                ref_logp = None
+                if use_kl:
+                    with torch.no_grad(), self.policies.reference_model(name) as reference:
+                        ref_logp, _ = self.policies.token_logprobs(reference, prompts, completions)
+                with self.policies.active(name) as model:
+                    logp, mask = self.policies.token_logprobs(model, prompts, completions)
+                old = torch.zeros_like(logp)
+                for row, s in enumerate(micro):
+                    old[row, :len(s.completion.logprobs)] = torch.tensor(s.completion.logprobs)
+                advantages = torch.tensor([s.advantage for s in micro], device=logp.device)
+                loss, stats = ppo_clip_loss(
+                    logp, old, advantages, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
+                    aggregation=cfg.aggregation, total_tokens=total_tokens, total_sequences=float(len(batch)),
+                    max_len=cfg.max_new_tokens, ref_logp=ref_logp, kl_coef=cfg.kl_coef)
+                loss.backward()
+                out["loss"] += float(loss.detach()) / cfg.ppo_epochs
+                out["tokens"] += stats.tokens
+                out["clipped"] += stats.clipped_tokens
+                out["kl_sum"] += stats.kl_sum
+            out["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return out
+
+    # ----------------------------------------------------------------- logging
+    def log(self, metrics: dict[str, float], samples: Sequence[Sample]) -> None:
+        with open(self.run_dir / METRICS, "a") as f:
+            f.write(json.dumps(metrics) + "\n")
+        if self.tensorboard is not None:
+            for key, value in metrics.items():
+                if key != "step":
+                    self.tensorboard.add_scalar(key, value, self.step)
+            self.tensorboard.flush()
+        if self.config.dump_samples:
+            path = Path(self.config.dump_samples)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            decode = self.policies.tokenizer.decode
+            with open(path, "a") as f:
+                for s in samples:
+                    f.write(json.dumps({
+                        "step": self.step, "problem_id": s.problem, "branch": s.branch, "agent": s.agent,
+                        "turn": s.turn, "group": s.group, "prompt": decode(s.completion.prompt_ids),
+                        "completion": s.text, "reward": s.reward, "reward_global": s.reward_global,
+                        "reward_local": s.reward_local, "advantage": s.advantage, "degenerate": s.degenerate,
+                        "selected": s.selected, "policy": self.policies.role_to_policy[s.agent],
+                    }) + "\n")
+
+    # ------------------------------------------------------------- checkpoints
+    def latest_checkpoint(self) -> Path | None:
+        pointer = self.run_dir / CHECKPOINTS / "latest"
+        if not pointer.exists():
+            return None
+        return self.run_dir / CHECKPOINTS / pointer.read_text().strip()
+
+    def save_checkpoint(self) -> Path:
+        """Write ``checkpoints/step_K`` atomically: everything goes to a temporary directory
+        that is renamed into place, then the ``latest`` pointer is replaced; a crash at any
+        moment leaves the previous checkpoint intact and pointed to."""
+        root = self.run_dir / CHECKPOINTS
+        root.mkdir(parents=True, exist_ok=True)
+        final = root / f"step_{self.step:06d}"
+        tmp = root / f".tmp_step_{self.step:06d}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        self.policies.save(tmp / "policies")
+        torch.save(self.policies.optimizer_state(), tmp / "optimizer.pt")
+        torch.save(rng_state(), tmp / "rng.pt")
+        (tmp / "state.json").write_text(json.dumps({"step": self.step, "config": asdict(self.config)}, indent=2))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        pointer_tmp = root / "latest.tmp"
+        pointer_tmp.write_text(final.name)
+        os.replace(pointer_tmp, root / "latest")
+        kept = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step_"))
+        for old in kept[:-self.config.keep_checkpoints]:
+            shutil.rmtree(old)
+        return final
+
+    # -------------------------------------------------------------------- loop
+    def train(self, on_step: Callable[[dict[str, float]], None] | None = None) -> list[dict[str, float]]:
+        """Run until ``config.steps``; checkpoint every ``checkpoint_every`` steps and at the end."""
+        cfg = self.config
+        history = []
+        bar = None
+        if cfg.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=cfg.steps, initial=self.step, desc="AT-GRPO", file=sys.stderr)
+        while self.step < cfg.steps:
+            metrics = self.train_step()
+            history.append(metrics)
+            if on_step is not None:
+                on_step(metrics)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", success=f"{metrics['success_rate']:.2f}")
+            if (cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0) or self.step == cfg.steps:
+                self.save_checkpoint()
+        if bar is not None:
+            bar.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
+        return history
+
+
+def train(config: TrainConfig) -> list[dict[str, float]]:
+    """Train with ``config``; returns the metrics of the steps run."""
+    return Trainer(config).train()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``pettingllm train [--config FILE.yaml] [--field VALUE ...]``."""
+    config = load_config(argv)
+    trainer = Trainer(config)
+    print(f"[train] env={config.env} roles={trainer.roles} {trainer.policies.describe()} "
+          f"run_dir={trainer.run_dir} from step {trainer.step}", file=sys.stderr)
+    history = trainer.train()
+    if history:
+        last = history[-1]
+        print(f"[train] step {last['step']}: reward/mean={last['reward/mean']:.4f} "
+              f"success_rate={last['success_rate']:.3f} metrics in {trainer.run_dir / METRICS}", file=sys.stderr)
+    return 0
