@@ -7,10 +7,28 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pettingllm_envs.core.parsing import extract_code_block
+from pettingllm_envs.core.text_env import ActionResult, TextEnvConfig
 from pettingllm_envs.sandbox import execute
 
 #: How much of a program's output later observations show.
 SHOWN_OUTPUT_CHARS = 1500
+
+
+@dataclass
+class ToolEnvConfig(TextEnvConfig):
+    """Options of environments with a tool role (its program runs in the sandbox)."""
+
+    tool_error_penalty: float = 0.5
+    """Subtracted from the tool's local reward when its program fails or times out."""
+    tool_timeout: float = 5.0
+    """Seconds the tool's program may run."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.tool_error_penalty < 0:
+            raise ValueError(f"tool_error_penalty must be >= 0, got {self.tool_error_penalty}")
+        if self.tool_timeout <= 0:
+            raise ValueError(f"tool_timeout must be positive, got {self.tool_timeout}")
 
 
 @dataclass(frozen=True)
@@ -33,6 +51,13 @@ class ToolRun:
         if self.failure == "execution":
             text += "\n" + self.stderr[-SHOWN_OUTPUT_CHARS:]
         return text.strip()
+
+    def failed_result(self, config: ToolEnvConfig) -> ActionResult:
+        """The penalised result of a failed run: ``format_penalty`` without a code block,
+        ``tool_error_penalty`` when the program crashed or timed out."""
+        penalty = config.format_penalty if self.failure == "format" else config.tool_error_penalty
+        return ActionResult(-penalty, valid=False, parsed={"code": self.code} if self.code else None,
+                            invalid_reason=self.reason, feedback=self.feedback)
 
 
 def run_tool_program(text: str, *, timeout: float, stdin: str = "", memory_mb: int = 512) -> ToolRun:

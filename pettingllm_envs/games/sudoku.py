@@ -46,8 +46,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
-from pettingllm_envs.core.tools import run_tool_program
+from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
+from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program
 
 #: Box shape (rows, columns) per supported grid size.
 BOX = {4: (2, 2), 9: (3, 3)}
@@ -256,7 +256,7 @@ def parse_answer(
 
 # ------------------------------------------------------------------- env
 @dataclass
-class SudokuConfig(TextEnvConfig):
+class SudokuConfig(ToolEnvConfig):
     """Configuration of ``sudoku_v0``."""
 
     max_turns: int = 3
@@ -269,10 +269,6 @@ class SudokuConfig(TextEnvConfig):
     """Subtracted from a role's local reward per violating placement (see the module docstring)."""
     max_violation_penalty: float = 1.0
     """Cap on the total violation penalty of one action, so rewards stay bounded."""
-    tool_error_penalty: float = 0.5
-    """Subtracted from the tool's local reward when its program fails or times out."""
-    tool_timeout: float = 5.0
-    """Seconds the tool's program may run."""
 
     @property
     def num_givens(self) -> int:
@@ -286,10 +282,8 @@ class SudokuConfig(TextEnvConfig):
             raise ValueError(
                 f"givens must be in {MIN_GIVENS[self.size]}..{self.size * self.size - 1} for size {self.size}"
             )
-        if self.violation_penalty < 0 or self.max_violation_penalty < 0 or self.tool_error_penalty < 0:
+        if self.violation_penalty < 0 or self.max_violation_penalty < 0:
             raise ValueError("penalties must be >= 0")
-        if self.tool_timeout <= 0:
-            raise ValueError("tool_timeout must be positive")
 
 
 @dataclass(frozen=True)
@@ -382,11 +376,9 @@ class raw_env(TextAECEnv[Puzzle]):
     def _apply_tool(self, text: str) -> ActionResult:
         cfg = self.config
         run = run_tool_program(text, timeout=cfg.tool_timeout)
-        parsed: dict[str, Any] | None = {"code": run.code} if run.code else None
         if run.failure is not None:
-            penalty = cfg.format_penalty if run.failure == "format" else cfg.tool_error_penalty
-            return ActionResult(-penalty, valid=False, parsed=parsed, invalid_reason=run.reason,
-                                feedback=run.feedback)
+            return run.failed_result(cfg)
+        parsed = {"code": run.code}
         placements, reason = parse_answer(run.stdout, self.instance.size, require_marker=False)
         if placements is None:
             return ActionResult(-cfg.format_penalty, valid=False, parsed=parsed,

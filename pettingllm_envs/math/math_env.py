@@ -46,8 +46,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from pettingllm_envs.core import ActionResult, Split, TextAECEnv, TextEnvConfig, make_parallel_env, split_of, wrap_env
-from pettingllm_envs.core.tools import run_tool_program
+from pettingllm_envs.core import ActionResult, Split, TextAECEnv, make_parallel_env, split_of, wrap_env
+from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program
 from pettingllm_envs.math.datasets import FORMATS, Format, MathProblem, load_dataset_file, load_hf_dataset
 from pettingllm_envs.math.generator import generate_problem
 from pettingllm_envs.math.verify import extract_boxed, verify
@@ -67,7 +67,7 @@ _DATASETS: dict[tuple[str, str], tuple[MathProblem, ...]] = {}
 
 
 @dataclass
-class MathConfig(TextEnvConfig):
+class MathConfig(ToolEnvConfig):
     """Configuration of ``math_v0``."""
 
     difficulty: int = 0
@@ -87,10 +87,6 @@ class MathConfig(TextEnvConfig):
     terminate_on: Literal["agreement", "reasoner_correct"] = "agreement"
     """``agreement``: the episode ends when both latest answers agree (the training rule,
     it needs no ground truth). ``reasoner_correct``: it ends once the reasoner is right."""
-    tool_error_penalty: float = 0.5
-    """Subtracted from the tool's local reward when its program fails or times out."""
-    tool_timeout: float = 5.0
-    """Seconds the tool's program may run."""
 
     def validate(self) -> None:
         super().validate()
@@ -104,8 +100,6 @@ class MathConfig(TextEnvConfig):
             raise ValueError(f"terminate_on must be 'agreement' or 'reasoner_correct', got {self.terminate_on!r}")
         if self.dataset_format not in FORMATS:
             raise ValueError(f"dataset_format must be one of {FORMATS}, got {self.dataset_format!r}")
-        if self.tool_error_penalty < 0 or self.tool_timeout <= 0:
-            raise ValueError("tool_error_penalty must be >= 0 and tool_timeout > 0")
 
 
 def load_problems(dataset: str, fmt: Format) -> tuple[MathProblem, ...]:
@@ -193,10 +187,9 @@ class raw_env(TextAECEnv[MathProblem]):
     def _apply_tool(self, text: str) -> ActionResult:
         cfg = self.config
         run = run_tool_program(text, timeout=cfg.tool_timeout)
-        parsed = {"code": run.code} if run.code else None
         if run.failure is not None:
-            penalty = cfg.format_penalty if run.failure == "format" else cfg.tool_error_penalty
-            return ActionResult(-penalty, valid=False, parsed=parsed, invalid_reason=run.reason, feedback=run.feedback)
+            return run.failed_result(cfg)
+        parsed = {"code": run.code}
         answer = program_answer(run.stdout)
         if answer is None:
             return ActionResult(-cfg.format_penalty, valid=False, parsed=parsed,

@@ -35,8 +35,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
-from pettingllm_envs.core.tools import run_tool_program
+from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
+from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program
 from pettingllm_envs.planning.moves import MOVES, parse_moves
 
 SHOWN_CODE_CHARS = 3000
@@ -91,7 +91,7 @@ def shortest_moves(maze: Maze, pos: tuple[int, int]) -> list[str]:
 
 
 @dataclass
-class PlanPathConfig(TextEnvConfig):
+class PlanPathConfig(ToolEnvConfig):
     """Configuration of ``plan_path_v0``."""
 
     rows: int = 6
@@ -106,10 +106,6 @@ class PlanPathConfig(TextEnvConfig):
     """Subtracted once from a role's local reward when its moves hit a wall or leave the grid."""
     waste_penalty: float = 0.5
     """Weight of moves that do not bring the walker closer (relative to the start distance)."""
-    tool_error_penalty: float = 0.5
-    """Subtracted from the tool's local reward when its program fails or times out."""
-    tool_timeout: float = 5.0
-    """Seconds the tool's program may run."""
 
     def validate(self) -> None:
         super().validate()
@@ -188,11 +184,9 @@ class raw_env(TextAECEnv[Maze]):
     def _apply_tool(self, text: str) -> ActionResult:
         cfg = self.config
         run = run_tool_program(text, timeout=cfg.tool_timeout)
-        parsed = {"code": run.code} if run.code else None
         if run.failure is not None:
-            penalty = cfg.format_penalty if run.failure == "format" else cfg.tool_error_penalty
-            return ActionResult(-penalty, valid=False, parsed=parsed, invalid_reason=run.reason,
-                                feedback=run.feedback)
+            return run.failed_result(cfg)
+        parsed = {"code": run.code}
         moves, reason = parse_moves(run.stdout, require_prefix=False)
         if moves is None:
             return ActionResult(-cfg.format_penalty, valid=False, parsed=parsed,

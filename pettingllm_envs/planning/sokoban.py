@@ -49,8 +49,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
-from pettingllm_envs.core.tools import run_tool_program
+from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
+from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program
 from pettingllm_envs.planning.moves import MOVES, parse_moves
 
 Cell = tuple[int, int]
@@ -259,7 +259,7 @@ class Simulation:
 
 
 @dataclass
-class SokobanConfig(TextEnvConfig):
+class SokobanConfig(ToolEnvConfig):
     """Configuration of ``sokoban_v0``."""
 
     rows: int = 6
@@ -291,10 +291,6 @@ class SokobanConfig(TextEnvConfig):
     end_on_deadlock: bool = True
     """End the episode (terminated, not successful) once a real box is deadlocked: it can
     never be solved, so further turns only cost compute."""
-    tool_error_penalty: float = 0.5
-    """Subtracted from the tool's local reward when its program fails or times out."""
-    tool_timeout: float = 5.0
-    """Seconds the tool's program may run."""
 
     def validate(self) -> None:
         super().validate()
@@ -434,11 +430,9 @@ class raw_env(TextAECEnv[Level]):
     def _apply_tool(self, text: str) -> ActionResult:
         cfg = self.config
         run = run_tool_program(text, timeout=cfg.tool_timeout)
-        parsed: dict[str, Any] | None = {"code": run.code} if run.code else None
         if run.failure is not None:
-            penalty = cfg.format_penalty if run.failure == "format" else cfg.tool_error_penalty
-            return ActionResult(-penalty, valid=False, parsed=parsed, invalid_reason=run.reason,
-                                feedback=run.feedback)
+            return run.failed_result(cfg)
+        parsed = {"code": run.code}
         moves, reason = parse_moves(run.stdout, require_prefix=False)
         if moves is None:
             return ActionResult(-cfg.format_penalty, valid=False, parsed=parsed,
