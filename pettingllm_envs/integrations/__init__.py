@@ -1,0 +1,12 @@
+"""Bridges to the wider ecosystem: a Gymnasium view of one role, Ray-distributed episodes
+and sandbox runs (:mod:`pettingllm_envs.integrations.ray_backend`, needs the ``ray``
+extra), and TRL's ``GRPOTrainer`` (:mod:`trainers.trl_adapter`, needs ``trl``).
+
+Importing this package registers the Gymnasium ids ``pettingllm/<env_id>``.
+"""
+
+from pettingllm_envs.integrations.gymnasium_env import RoleEnv, gym_id, make_role_env, register_gymnasium_envs
+
+register_gymnasium_envs()
+
+__all__ = ["RoleEnv", "gym_id", "make_role_env", "register_gymnasium_envs"]
