@@ -1,0 +1,67 @@
+"""M-GRPO training with the tiny model on research_v0: two processes through both stores, modes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mgrpo_helpers import NO_REDIS_REASON, REDIS_SERVER, redis_server
+
+from trainers.mgrpo.train import MGRPOConfig, RolePolicy, run_local, run_two_process
+
+# Small episodes: the main delegates once (prefill), the sub must report at once, then the main is truncated.
+ENV = {"max_delegations": 1, "max_main_steps": 2, "max_tool_calls": 0}
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    from trainers.tiny_model import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("tiny_model"))
+
+
+def small_config(model_dir, run_dir, **overrides) -> MGRPOConfig:
+    values = {"model": str(model_dir), "run_dir": str(run_dir), "env_kwargs": ENV, "prefill": {"main": "DELEGATE: "},
+              "questions_per_step": 1, "rollouts": 3, "d_max": 2, "max_new_tokens": 4, "max_prompt_tokens": 256,
+              "steps": 1, "lr": 1e-2, "timeout_s": 90}
+    values.update(overrides)
+    return MGRPOConfig(**values)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_two_process_run_completes_through_the_store(tiny_model_dir, tmp_path, backend):
+    if backend == "redis" and REDIS_SERVER is None:
+        pytest.skip(NO_REDIS_REASON)
+    if backend == "redis":
+        with redis_server(tmp_path) as url:
+            history = run_two_process(small_config(tiny_model_dir, tmp_path / "run", store=url))
+    else:
+        history = run_two_process(small_config(tiny_model_dir, tmp_path / "run"))
+    (metrics,) = history
+    # A delegation whose random argument is empty is invalid; the rest get one sub action each.
+    delegated = round(metrics["delegations/mean"] * 3)
+    assert delegated >= 1  # the sub side served requests (deterministic under the seed: 3)
+    assert metrics["sub/slots"] == 3 * 2 and metrics["sub/padded"] == delegated
+    assert metrics["sub/empty"] == 2 * (3 - delegated)
+    assert metrics["sub/samples"] == 2 * delegated  # one sub action per delegation, duplicated once by padding
+    assert metrics["main/samples"] == 3 * 2
+    assert json.loads((tmp_path / "run" / "metrics.jsonl").read_text()) == metrics
+
+
+def test_frozen_sub_keeps_the_sub_weights_and_single_trains_one_policy(tiny_model_dir, tmp_path):
+    cfg = small_config(tiny_model_dir, tmp_path, mode="frozen_sub")
+    (metrics,) = run_local(cfg)
+    assert metrics["sub/samples_trained"] == 0 and "sub/slots" in metrics
+    (single,) = run_local(small_config(tiny_model_dir, tmp_path, mode="single"))
+    assert "shared/samples" in single and "sub/samples" not in single
+    assert 3 * 2 <= single["shared/samples"] <= 3 * 3  # main, (sub when the delegation was valid), main
+
+
+def test_prefill_is_part_of_prompt_and_action(tiny_model_dir, tmp_path):
+    policy = RolePolicy(small_config(tiny_model_dir, tmp_path), ["main"], "main", str(tiny_model_dir))
+    (action,) = policy.sample("main", [[{"role": "user", "content": "hi"}]])
+    assert action.text.startswith("DELEGATE: ")
+    prefill = list(b"DELEGATE: ")
+    assert [t - 3 for t in action.generation.prompt_ids[-len(prefill):]] == prefill  # ByT5: byte + 3
+    assert len(action.generation.logprobs) == len(action.generation.completion_ids)

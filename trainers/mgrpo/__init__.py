@@ -1,0 +1,1 @@
+"""M-GRPO (DESIGN.md §6): hierarchical advantages, trajectory alignment, decoupled trainers."""

@@ -1,0 +1,128 @@
+"""Hierarchical rollouts for M-GRPO: K independent episodes per question, main and sub interleaved.
+
+Unlike AT-GRPO's tree, M-GRPO compares whole rollouts of one question (the main agent's
+group) and the sub-trajectories within them (the sub-agent's group, after alignment), so
+every ``(question, rollout)`` is a plain episode. The env decides who acts next
+(``research_v0``: ``main`` until it delegates, then ``sub`` until it reports). All live
+episodes step in lockstep and each agent's prompts of one step go to its sampler as one
+batch; the sampler of a role may be local (a policy in this process) or remote (another
+process, through the store).
+
+Everything is read through the AEC API and ``infos[agent]["research"]``; no torch here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pettingzoo import AECEnv
+
+from trainers.rollout import Completion, Messages, acting_reward, agent_prompt, episode_over, episode_success
+
+Key = tuple[int, int]
+"""(question, rollout)."""
+
+#: ``sampler(agent, prompts, keys)``: one completion per prompt; ``keys[i]`` is the
+#: (question, rollout) of ``prompts[i]`` (a remote sampler sends it along).
+RoleSampler = Callable[[str, Sequence[Messages], Sequence[Key]], list[Completion]]
+
+
+@dataclass
+class Turn:
+    """One action of one agent in one rollout: a training sample of that agent's policy."""
+
+    question: int
+    rollout: int
+    agent: str
+    completion: Any
+    reward: float
+    delegation: int | None
+    """For ``sub``: the delegation this action belongs to; None for ``main``."""
+
+
+@dataclass
+class Outcome:
+    """The scalar summary of one finished rollout: what the two trainers exchange."""
+
+    main_reward: float
+    """Reward of the main agent's final action (a1 * format + a2 * correct on an answer)."""
+    correct: bool
+    delegation_rewards: list[float]
+    """Per delegation: the sub's own rewards plus its share of the final correctness."""
+    sub_delegations: list[int]
+    """The delegation of each sub action, in order (links the sub side's samples to delegations)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"main_reward": self.main_reward, "correct": self.correct,
+                "delegation_rewards": self.delegation_rewards, "sub_delegations": self.sub_delegations}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Outcome:
+        return cls(float(data["main_reward"]), bool(data["correct"]), [float(r) for r in data["delegation_rewards"]],
+                   [int(d) for d in data["sub_delegations"]])
+
+
+@dataclass
+class HierarchicalRollout:
+    turns: list[Turn] = field(default_factory=list)
+    outcomes: dict[Key, Outcome] = field(default_factory=dict)
+    seconds_generate: float = 0.0
+    seconds_env: float = 0.0
+
+
+def hierarchical_rollout(
+    env_fn: Callable[[], AECEnv],
+    questions: Sequence[int],
+    k: int,
+    samplers: Mapping[str, RoleSampler],
+    *,
+    split: str = "train",
+    max_steps: int = 10_000,
+) -> HierarchicalRollout:
+    """``k`` episodes of every question (env seed = question id), every agent step batched
+    per agent across the live episodes; returns the turns and each rollout's outcome."""
+    result = HierarchicalRollout()
+    keys = [(q, r) for q in questions for r in range(k)]
+    envs: dict[Key, AECEnv] = {}
+    for key in keys:
+        envs[key] = env_fn()
+        envs[key].reset(seed=key[0], options={"split": split})
+    last_main: dict[Key, float] = dict.fromkeys(keys, 0.0)
+    sub_delegations: dict[Key, list[int]] = defaultdict(list)
+    for _ in range(max_steps + 1):
+        by_agent: dict[str, list[Key]] = defaultdict(list)
+        for key in keys:
+            if not episode_over(envs[key]):
+                by_agent[envs[key].agent_selection].append(key)
+        if not by_agent:
+            break
+        for agent, live in by_agent.items():
+            prompts = [agent_prompt(envs[key], agent) for key in live]
+            start = time.perf_counter()
+            completions = samplers[agent](agent, prompts, live)
+            result.seconds_generate += time.perf_counter() - start
+            start = time.perf_counter()
+            for key, completion in zip(live, completions, strict=True):
+                env = envs[key]
+                env.step(completion.text)
+                reward = acting_reward(env, agent)[0]
+                delegation = None
+                if agent == "main":
+                    last_main[key] = reward
+                else:
+                    delegation = int(env.infos[agent]["last_action"]["parsed"]["delegation"])
+                    sub_delegations[key].append(delegation)
+                result.turns.append(Turn(key[0], key[1], agent, completion, reward, delegation))
+            result.seconds_env += time.perf_counter() - start
+    else:
+        raise RuntimeError(f"episodes did not end within max_steps={max_steps} agent steps")
+    for key in keys:
+        env = envs[key]
+        info = env.infos["main"]["research"]
+        result.outcomes[key] = Outcome(last_main[key], episode_success(env),
+                                       [float(d["reward"]) for d in info["delegations"]], sub_delegations[key])
+    return result
