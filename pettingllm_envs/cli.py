@@ -118,6 +118,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return train_main(args.options)
 
 
+def _cmd_train_variants(args: argparse.Namespace) -> int:
+    from trainers.variants import main as variants_main
+
+    return variants_main(args.options)
+
+
 def _cmd_plot(args: argparse.Namespace) -> int:
     from trainers.plot import plot_run
 
@@ -183,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
                        add_help=False, prefix_chars="+")
     p.add_argument("options", nargs=argparse.REMAINDER, help="trainer options, see pettingllm train --help")
     p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("train-variants", add_help=False, prefix_chars="+",
+                       help="train the first role's first answer with K prompt variants per question "
+                            "(--prompt-variants '[]': temperature-only baseline); options as train")
+    p.add_argument("options", nargs=argparse.REMAINDER, help="trainer options, see pettingllm train --help")
+    p.set_defaults(func=_cmd_train_variants)
 
     p = sub.add_parser("plot", help="draw a training run's metric curves to PNG")
     p.add_argument("run_dir")

@@ -33,6 +33,10 @@ Normalize = Literal["mean_std", "mean"]
 Aggregation = Literal["token_mean", "sequence_mean", "dr_grpo"]
 Regime = Literal["shared", "per_role"]
 
+#: Instruction variants of the prompt-conditioned mode (DESIGN §5, seed 000): each names a
+#: different *strategy*, so rollouts of one question disagree in approach, not only in tokens.
+DEFAULT_PROMPT_VARIANTS = ("set up an equation", "estimate and check", "work backwards", "write and run code")
+
 
 @dataclass
 class TrainConfig:
@@ -67,6 +71,13 @@ class TrainConfig:
     """Completion budget per action. Small by default so a CPU smoke run finishes in seconds."""
     max_prompt_tokens: int = 4096
     """Prompts longer than this keep their last tokens (the env already cuts very long observations)."""
+
+    prompt_variants: list[str] = field(default_factory=lambda: list(DEFAULT_PROMPT_VARIANTS))
+    """Read only by the prompt-conditioned trainer (``pettingllm train-variants``,
+    :mod:`trainers.variants`): K instructions that condition the G first-turn rollouts of each
+    question round-robin (rollout i gets variant i mod K) on one shared model. The advantage group
+    stays the whole question (all variants together), so the model learns which strategy works.
+    An empty list (``--prompt-variants '[]'``) is the temperature-only baseline at the same budget."""
 
     # -------------------------------------------------------- advantages
     group_by: GroupBy = "problem_agent_turn"
@@ -205,10 +216,23 @@ def _parse_mapping(text: str) -> dict[str, Any]:
     return value
 
 
+def _parse_list(text: str) -> list[str]:
+    import yaml
+
+    value = yaml.safe_load(text)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise argparse.ArgumentTypeError(f"expected a YAML list like '[a, b]', got {text!r}")
+    return [str(v) for v in value]
+
+
 def _converter(tp: Any) -> Any:
     origin = typing.get_origin(tp)
     if tp is bool:
         return _parse_bool
+    if origin is list:
+        return _parse_list
     if tp in (int, float, str):
         return tp
     if origin is dict:

@@ -1,0 +1,109 @@
+"""Self-consistency: voting functions, the env voters (math via verify, code via behaviour), evaluation."""
+
+from __future__ import annotations
+
+import pytest
+
+import pettingllm_envs
+from pettingllm_envs.math.math_env import scripted_policy
+from trainers.config import TrainConfig
+from trainers.policy import PolicySet
+from trainers.self_consistency import (
+    VOTERS,
+    behaviour_program,
+    doctest_probes,
+    evaluate_self_consistency,
+    majority_vote,
+    scores,
+    vote_buckets,
+    voter_for,
+)
+
+MATH = VOTERS["math_v0"]
+
+
+def test_buckets_merge_answers_equal_under_verify():
+    answers = ["1/2", "3", None, "0.5", "3", "0.50", "7"]
+    assert vote_buckets(answers, MATH.same) == [[0, 3, 5], [1, 4], [6]]
+    assert majority_vote(answers, MATH.same) == 0
+
+
+def test_ties_go_to_the_first_bucket_and_no_votes_give_none():
+    assert majority_vote(["4", "5", "5", "4"], MATH.same) == 0
+    assert majority_vote(["5", "4", "4", "5"], MATH.same) == 0
+    assert majority_vote(["9", "4", "4", "5"], MATH.same) == 1
+    assert majority_vote([None, None], MATH.same) is None
+    assert majority_vote([], MATH.same) is None
+
+
+def test_non_transitive_equality_compares_with_the_bucket_representative():
+    def close(a: float, b: float) -> bool:
+        return abs(a - b) <= 1.0
+
+    # 2.6 is close to 1.9 but not to 1.0, the representative of 1.9's bucket: it starts its own
+    assert vote_buckets([1.0, 1.9, 2.6, 2.0], close) == [[0, 1, 3], [2]]
+
+
+def test_math_voter_reads_boxed_answers():
+    env = pettingllm_envs.make("math_v0")
+    assert MATH.extract(env, ["so \\boxed{12}", "no answer", "\\boxed{ 12.0 }"]) == ["12", None, "12.0"]
+    assert voter_for("sudoku_v0").extract(env, [" 5 ", ""]) == ["5", None]
+
+
+def test_scores_are_the_envs_success_after_the_voted_action():
+    env = pettingllm_envs.make("math_v0")
+    env.reset(seed=3, options={"split": "test"})
+    info = env.infos["reasoner"]
+    right = scripted_policy("", "reasoner", info)
+    assert scores(env, "reasoner", [right, "\\boxed{-123456789}", "nothing"]) == [True, False, False]
+    assert env.agent_selection == "reasoner"  # the env itself was not stepped
+
+
+def test_code_votes_by_behaviour_on_the_public_examples():
+    env = pettingllm_envs.make("code_v0")
+    env.reset(seed=0, options={"split": "test"})
+    problem = env.unwrapped.instance
+    assert problem.entry_point == "all_prefixes"
+    assert doctest_probes(problem.statement) == ["all_prefixes('abc')"]
+    loop = ("```python\ndef all_prefixes(string):\n    out = []\n    for i in range(len(string)):\n"
+            "        out.append(string[:i + 1])\n    return out\n```")
+    comprehension = ("```python\ndef all_prefixes(string):\n"
+                     "    return [string[:i] for i in range(1, len(string) + 1)]\n```")
+    wrong = "```python\ndef all_prefixes(string):\n    return [string]\n```"
+    crash = "```python\ndef all_prefixes(string):\n    return undefined_name\n```"
+    texts = [wrong, loop, "no code", comprehension, crash]
+    voter = voter_for("code_v0")
+    keys = voter.extract(env, texts)
+    assert keys[1] == keys[3] == "['a', 'ab', 'abc']\n"
+    assert keys[0] != keys[1] and keys[2] is None and keys[4] == "raised NameError\n"
+    winner = majority_vote(keys, voter.same)
+    assert winner == 1
+    assert scores(env, "coder", [texts[winner], wrong]) == [True, False]
+
+
+def test_behaviour_program_prints_one_line_per_probe():
+    program = behaviour_program("", "def f(x):\n    return 1 / x", ["f(2)", "f(0)"])
+    assert "print(repr(f(2)))" in program and "print(repr(f(0)))" in program
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    from trainers.tiny_model import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("tiny_model"))
+
+
+def test_evaluation_on_math_with_the_tiny_model(tiny_model_dir):
+    import torch
+
+    torch.manual_seed(0)
+    policies = PolicySet(TrainConfig(model=str(tiny_model_dir), max_new_tokens=3, device="cpu"), ["reasoner", "tool"])
+    report = evaluate_self_consistency(policies, "shared", lambda: pettingllm_envs.make("math_v0"), [0, 1], 3,
+                                       variants=["work backwards", "estimate and check"])
+    assert report.problems == 2 and len(report.records) == 2
+    for record in report.records:
+        assert len(record["successes"]) == 3 and len(record["answers"]) == 3
+        assert record["majority"] == (record["winner"] is not None and record["successes"][record["winner"]])
+    assert report.single == pytest.approx(sum(sum(r["successes"]) / 3 for r in report.records) / 2)
+    for value in (report.single, report.majority, report.greedy, report.ensemble, report.voted):
+        assert 0.0 <= value <= 1.0

@@ -1,0 +1,264 @@
+"""Self-consistency evaluation (Wang et al. 2023): sample G chains, majority-vote the answer.
+
+The baseline that prompt-conditioned training must beat (seed 000, §6). For the first role's
+first action of every test problem it reports
+
+* ``single``: the accuracy of one sampled chain (the mean over the G chains, an unbiased
+  estimate with less variance than drawing one);
+* ``majority``: the accuracy of the answer most of the G chains agree on;
+* ``greedy``: the accuracy of the argmax decode (the policy's "own" answer);
+* ``ensemble``: greedy decoding with the next-token log-probs averaged over the K variant
+  prompts (:func:`trainers.variants.ensemble_generate`), when variants are given.
+
+Run it on the initial and on a trained model (``--model RUN/checkpoints/step_K/policies/shared``)
+to compare against the trained policy.
+
+**What counts as one vote.** Answers are grouped into buckets by an env-specific *voter*
+(an env hook: :data:`VOTERS` maps an env id to one, any other env votes on its action text):
+
+* ``math_v0``: the ``\\boxed{}`` answer; two answers share a bucket when
+  :func:`pettingllm_envs.math.verify` says they are equal (``1/2`` and ``0.5`` are one vote).
+* ``code_v0``: a program's *behaviour*: what it prints for each public example call of the
+  problem (the ``>>>`` doctest lines of the statement), run in the sandbox. Programs that
+  behave identically on the public examples are one vote, as AlphaCode clusters programs by
+  outputs; hidden tests are never consulted. A problem without public examples votes on the
+  whitespace-normalised code.
+
+A chain whose answer cannot be extracted casts no vote; a problem where nobody votes is
+scored as a failure. The winning bucket's first chain is the one the env scores, so any env
+with a final answer works unchanged: accuracy is the env's own ``success`` after that action.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import doctest
+import json
+import statistics
+import sys
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pettingzoo import AECEnv
+
+import pettingllm_envs
+from pettingllm_envs.core.parsing import extract_code_block
+from pettingllm_envs.math.verify import extract_boxed, verify
+from trainers.config import DEFAULT_PROMPT_VARIANTS, TrainConfig
+from trainers.policy import PolicySet
+from trainers.rollout import agent_prompt, episode_success
+from trainers.variants import condition, ensemble_generate
+
+# ------------------------------------------------------------------ voting (pure)
+
+
+def vote_buckets(answers: Sequence[Any | None], same: Callable[[Any, Any], bool]) -> list[list[int]]:
+    """Indices of ``answers`` grouped into buckets of equal answers, in order of first
+    appearance. An answer joins the first bucket whose *first* member it equals (``same`` need
+    not be transitive, as numeric tolerance is not); ``None`` (no answer) joins nothing."""
+    buckets: list[list[int]] = []
+    for i, answer in enumerate(answers):
+        if answer is None:
+            continue
+        for bucket in buckets:
+            if same(answer, answers[bucket[0]]):
+                bucket.append(i)
+                break
+        else:
+            buckets.append([i])
+    return buckets
+
+
+def majority_vote(answers: Sequence[Any | None], same: Callable[[Any, Any], bool]) -> int | None:
+    """Index of the chain that represents the largest bucket (its first member); ties go to
+    the bucket that appeared first, so the result is deterministic. None when nobody voted."""
+    buckets = vote_buckets(answers, same)
+    if not buckets:
+        return None
+    return max(buckets, key=len)[0]  # max keeps the first of equal lengths
+
+
+# ---------------------------------------------------------------- voters (env hooks)
+
+
+@dataclass(frozen=True)
+class Voter:
+    """How an env's actions become votes: ``extract(env, texts)`` gives each text's answer
+    (None: no vote) for the env state the texts answer; ``same`` compares two answers."""
+
+    extract: Callable[[AECEnv, Sequence[str]], list[Hashable | None]]
+    same: Callable[[Any, Any], bool]
+
+
+def _equal(a: Any, b: Any) -> bool:
+    return a == b
+
+
+def _boxed_answers(env: AECEnv, texts: Sequence[str]) -> list[Hashable | None]:
+    return [extract_boxed(t) or None for t in texts]
+
+
+def _verified_equal(a: str, b: str) -> bool:
+    return verify(a, b) or verify(b, a)
+
+
+def doctest_probes(statement: str) -> list[str]:
+    """The public example calls of a function-style problem: the sources of its ``>>>`` lines."""
+    try:
+        return [example.source.strip() for example in doctest.DocTestParser().get_examples(statement)]
+    except ValueError:  # a malformed docstring example: no public probes
+        return []
+
+
+def behaviour_program(preamble: str, code: str, probes: Sequence[str]) -> str:
+    """A program that defines ``code`` after the problem's preamble and prints the repr of
+    every probe's value (or the exception's type), one line each. The probes are the
+    dataset's example calls, never model output, and the program runs in the sandbox."""
+    lines = [preamble, code, ""]
+    for probe in probes:
+        lines += ["try:", f"    print(repr({probe}))", "except BaseException as _e:",
+                  "    print('raised', type(_e).__name__)"]
+    return "\n".join(lines)
+
+
+def _code_behaviours(env: AECEnv, texts: Sequence[str]) -> list[Hashable | None]:
+    from pettingllm_envs.sandbox import execute_many
+
+    problem = env.unwrapped.instance
+    codes = [extract_code_block(t) for t in texts]
+    probes = doctest_probes(problem.statement) if problem.style == "function" else []
+    if not probes:
+        return [" ".join(c.split()) if c else None for c in codes]
+    jobs = [i for i, c in enumerate(codes) if c]
+    results = execute_many([behaviour_program(problem.preamble or problem.statement, codes[i], probes)
+                            for i in jobs], timeout=5.0)
+    keys: list[Hashable | None] = [None] * len(texts)
+    for i, result in zip(jobs, results, strict=True):
+        if result.returncode == 0 and not result.timed_out:
+            keys[i] = result.stdout
+    return keys
+
+
+def _text_answers(env: AECEnv, texts: Sequence[str]) -> list[Hashable | None]:
+    return [t.strip() or None for t in texts]
+
+
+VOTERS: dict[str, Voter] = {
+    "math_v0": Voter(_boxed_answers, _verified_equal),
+    "code_v0": Voter(_code_behaviours, _equal),
+}
+TEXT_VOTER = Voter(_text_answers, _equal)
+
+
+def voter_for(env_id: str) -> Voter:
+    """The env's voter; envs without one vote on the stripped action text."""
+    return VOTERS.get(env_id, TEXT_VOTER)
+
+
+# ------------------------------------------------------------------- evaluation
+
+
+@dataclass
+class SelfConsistencyReport:
+    """Accuracies over the evaluated problems and the per-problem record behind them."""
+
+    g: int
+    problems: int
+    single: float
+    majority: float
+    greedy: float
+    ensemble: float | None
+    voted: float
+    """Share of problems where at least one chain cast a vote."""
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
+def scores(env: AECEnv, agent: str, texts: Sequence[str]) -> list[bool]:
+    """The env's ``success`` after each text, each applied to its own deep copy of ``env``."""
+    out = []
+    for text in texts:
+        branch = copy.deepcopy(env)
+        branch.step(text)
+        out.append(episode_success(branch))
+    return out
+
+
+def evaluate_self_consistency(
+    policies: PolicySet, name: str, env_fn: Callable[[], AECEnv], problems: Sequence[int], g: int, *,
+    split: str = "test", variants: Sequence[str] = (), voter: Voter | None = None,
+) -> SelfConsistencyReport:
+    """Self-consistency, single-sample, greedy and (with ``variants``) ensemble accuracy of
+    policy ``name`` on the first role's first action of ``problems`` (see the module docstring)."""
+    records = []
+    for p in problems:
+        env = env_fn()
+        env.reset(seed=p, options={"split": split})
+        agent = env.agent_selection
+        messages = agent_prompt(env, agent)
+        ids = policies.encode_prompt(messages)[1]
+        chosen_voter = voter or voter_for(env.metadata["name"])
+        texts = [c.text for c in policies.generate(name, [ids], g)]
+        answers = chosen_voter.extract(env, texts)
+        winner = majority_vote(answers, chosen_voter.same)
+        greedy_text = ensemble_generate(policies, name, [[ids]], greedy=True)[0].text
+        extra = [greedy_text]
+        if variants:
+            variant_ids = [policies.encode_prompt(condition(messages, v))[1] for v in variants]
+            extra.append(ensemble_generate(policies, name, [variant_ids], greedy=True)[0].text)
+        judged = scores(env, agent, texts + extra)
+        sampled = judged[:g]
+        records.append({
+            "problem": p, "answers": [a if a is None or isinstance(a, str) else repr(a) for a in answers],
+            "successes": sampled, "winner": winner, "majority": winner is not None and sampled[winner],
+            "greedy": judged[g], "ensemble": judged[g + 1] if variants else None, "greedy_text": greedy_text,
+        })
+    return SelfConsistencyReport(
+        g=g, problems=len(records),
+        single=statistics.fmean(statistics.fmean(r["successes"]) for r in records),
+        majority=statistics.fmean(r["majority"] for r in records),
+        greedy=statistics.fmean(r["greedy"] for r in records),
+        ensemble=statistics.fmean(r["ensemble"] for r in records) if variants else None,
+        voted=statistics.fmean(r["winner"] is not None for r in records),
+        records=records,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m trainers.self_consistency --model DIR [--env math_v0] [--g 8] ...``"""
+    parser = argparse.ArgumentParser(prog="python -m trainers.self_consistency", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="a local causal LM directory (e.g. a checkpoint's policy)")
+    parser.add_argument("--env", default="math_v0")
+    parser.add_argument("--env-kwargs", default="{}", help="YAML mapping passed to pettingllm_envs.make")
+    parser.add_argument("--g", type=int, default=8, help="chains sampled per problem")
+    parser.add_argument("--problems", type=int, default=20, help="test problems 0..N-1")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--variants", default=None,
+                        help="YAML list of variants for the ensemble (default: the trainer's defaults; '[]': none)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="write the report as JSON here")
+    args = parser.parse_args(argv)
+    import torch
+    import yaml
+
+    torch.manual_seed(args.seed)
+    variants = list(DEFAULT_PROMPT_VARIANTS) if args.variants is None else list(yaml.safe_load(args.variants) or [])
+    env_kwargs = yaml.safe_load(args.env_kwargs) or {}
+    config = TrainConfig(model=args.model, env=args.env, temperature=args.temperature,
+                         max_new_tokens=args.max_new_tokens)
+    probe = pettingllm_envs.make(args.env, **env_kwargs)
+    policies = PolicySet(config, probe.possible_agents)
+    report = evaluate_self_consistency(policies, "shared", lambda: pettingllm_envs.make(args.env, **env_kwargs),
+                                       range(args.problems), args.g, variants=variants)
+    summary = {k: v for k, v in asdict(report).items() if k != "records"}
+    print(json.dumps(summary, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(asdict(report), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
