@@ -1,117 +1,222 @@
 """Benchmark: one AT-GRPO trainer step vs TRL's GRPOTrainer, and the tree's own overhead.
 
-Same tiny model (``pettingllm tiny-model``), same workload: ``prompts x n`` completions of
-``max_new_tokens`` tokens per step (single-turn, single-role prompts from the same text),
-temperature 1, one PPO epoch, token-mean loss, no KL. Both run in this process on CPU;
-each is warmed up with one step, then the median of ``repeats`` timed steps is reported.
+Workload, identical for both: ``prompts x n`` completions of exactly ``max_new_tokens``
+tokens per agent step (EOS is suppressed in both: TRL through ``min_new_tokens``, ours by
+not stopping at EOS), single-turn prompts with the same chat template and text,
+temperature 1, no top-k/top-p, one PPO epoch, token-mean loss (TRL's ``dapo``), no KL, no
+reference model, no activation checkpointing (TRL turns it on by default; it trades
+compute for memory, which would slow TRL down for nothing here), fp32, one optimiser step.
+The script checks that both really produced ``prompts x n x max_new_tokens`` completion
+tokens per agent step and reports tokens/s as well as seconds.
 
-The second number is the share of rollout time that the tree itself costs (deep copies of
+Our step plays the toy env's two roles (two agent steps, ``2 x prompts x n``
+completions, all trained in the same update), so its time is halved to compare it with
+one TRL step; the second role's prompts are longer (they contain the first role's
+answer), so this favours TRL slightly.
+
+Fairness under load: both run in one process with the same ``torch`` thread count, and
+their timed steps are interleaved (TRL, ours, TRL, ours, ...: ours runs from a TRL
+callback between two TRL steps), so a busy machine slows both alike. Each side's first
+step is a warm-up; medians of wall time and of process CPU time are reported. TRL's time
+per step is measured from the end of our step to the end of TRL's next step, so it
+includes the HF Trainer's own per-step work (data loading, logging hooks).
+
+The second part is the share of rollout time that the tree itself costs (deep copies of
 the env plus branch selection) on plan_path_v0 with the trainer's CPU defaults.
 
-Run: ``python benchmarks/trainer_step.py [--prompts 4 --n 8 --max-new-tokens 32]``.
-TRL is optional (``pip install trl``); without it only our numbers are printed.
+Run: ``python benchmarks/trainer_step.py [--shapes tiny,small] [--prompts 4 --n 8
+--max-new-tokens 32 --repeats 5 --threads 1]``. Results go to
+``benchmarks/results/trainer_step.json``. TRL is optional (``pip install trl``); without it
+only our numbers are reported.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the toy env used as the single-turn workload
 sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "benchmarks" / "results" / "trainer_step.json"
+
+#: Model shapes (``trainers.tiny_model.write_tiny_model`` arguments; byte-level vocabulary of 259).
+SHAPES: dict[str, dict[str, int]] = {
+    "tiny": {"hidden_size": 64, "num_layers": 2, "num_heads": 4},  # the test model, ~0.1 M parameters
+    "small": {"hidden_size": 256, "num_layers": 4, "num_heads": 4},  # ~2.2 M parameters, head dim 64
+}
 
 
-def ours(model_dir: Path, run_dir: Path, prompts: int, n: int, tokens: int, repeats: int) -> float:
+def clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def make_ours(model_dir: Path, run_dir: Path, prompts: int, n: int, tokens: int, steps: int) -> Any:
     import pettingllm_envs
     from trainers.config import TrainConfig
     from trainers.train import Trainer
 
     pettingllm_envs.register("toy_bytes_v0", "toy_env")
     config = TrainConfig(env="toy_bytes_v0", model=str(model_dir), run_dir=str(run_dir), problems_per_step=prompts,
-                         n_samples=n, max_new_tokens=tokens, micro_batch_size=prompts * n, progress=False,
-                         tensorboard=False, checkpoint_every=0, steps=repeats + 1, lr=1e-6,
-                         drop_degenerate=False, env_kwargs={"targets": {"first": "", "second": ""}})
+                         n_samples=n, max_new_tokens=tokens, micro_batch_size=2 * prompts * n, progress=False,
+                         tensorboard=False, checkpoint_every=0, steps=steps, lr=1e-6, drop_degenerate=False,
+                         device="cpu", env_kwargs={"targets": {"first": "", "second": ""}})
     trainer = Trainer(config)
-    times = []
-    for _ in range(repeats + 1):
-        start = time.perf_counter()
-        metrics = trainer.train_step()
-        times.append(time.perf_counter() - start)
+    # Never stop at EOS, so every completion has exactly max_new_tokens tokens (TRL: min_new_tokens).
+    trainer.policies.eos_ids = []
+    return trainer
+
+
+def ours_step(trainer: Any, prompts: int, n: int, tokens: int) -> dict[str, float]:
+    """One step of ours, normalised to one agent step (the toy env has two roles)."""
+    wall, cpu = clock()
+    metrics = trainer.train_step()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     assert metrics["samples/trained"] == 2 * prompts * n  # both roles, every sample updated
-    # a step of ours plays 2 agents (2 x prompts x n completions); normalise to one agent step
-    return statistics.median(times[1:]) / 2
+    assert metrics["tokens"] == 2 * prompts * n * tokens, metrics["tokens"]
+    return {"wall": wall / 2, "cpu": cpu / 2, "tokens": metrics["tokens"] / 2,
+            "generate": metrics["time/generate"] / 2, "update": metrics["time/update"] / 2}
 
 
-def trl_step(model_dir: Path, out_dir: Path, prompts: int, n: int, tokens: int, repeats: int) -> float | None:
+def interleaved(model_dir: Path, tmp: Path, prompts: int, n: int, tokens: int, repeats: int
+                ) -> tuple[list[dict[str, float]], list[dict[str, float]] | None]:
+    """``repeats + 1`` steps of each, TRL and ours alternating; returns both lists of steps."""
+    ours = make_ours(model_dir, tmp / "ours", prompts, n, tokens, repeats + 1)
     try:
         from datasets import Dataset
         from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
         from trl import GRPOConfig, GRPOTrainer
     except ImportError as error:
-        print(f"TRL not available ({error}); skipping the comparison")
-        return None
+        print(f"TRL not available ({error}); timing ours alone")
+        return [ours_step(ours, prompts, n, tokens) for _ in range(repeats + 1)], None
+
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     rows = [{"prompt": [{"role": "system", "content": "You are first. Answer with one character."},
                         {"role": "user", "content": f"Problem {i}. Turn 0."}]} for i in range(prompts * (repeats + 1))]
-    times: list[float] = []
+    ours_steps: list[dict[str, float]] = []
+    trl_steps: list[dict[str, float]] = []
+    trl_tokens: list[int] = []
 
-    class Timer(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kwargs):
-            self.start = time.perf_counter()
+    def reward(completions: list, completion_ids: list[list[int]], **kwargs: Any) -> list[float]:
+        assert len(completions) == prompts * n
+        trl_tokens.append(sum(len(ids) for ids in completion_ids))
+        return [0.0 if i % 2 else 1.0 for i in range(len(completions))]
 
-        def on_step_end(self, args, state, control, **kwargs):
-            times.append(time.perf_counter() - self.start)
+    class Interleave(TrainerCallback):
+        """Times each TRL step from the end of the previous ours-step, then runs one ours-step."""
 
-    args = GRPOConfig(output_dir=str(out_dir), use_cpu=True, per_device_train_batch_size=prompts * n,
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.mark = clock()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            wall, cpu = clock()
+            trl_steps.append({"wall": wall - self.mark[0], "cpu": cpu - self.mark[1], "tokens": trl_tokens[-1]})
+            ours_steps.append(ours_step(ours, prompts, n, tokens))
+            self.mark = clock()
+
+    args = GRPOConfig(output_dir=str(tmp / "trl"), use_cpu=True, per_device_train_batch_size=prompts * n,
                       num_generations=n, max_completion_length=tokens, temperature=1.0, beta=0.0,
                       num_iterations=1, max_steps=repeats + 1, learning_rate=1e-6, report_to="none",
                       save_strategy="no", logging_steps=1000, loss_type="dapo", bf16=False,
-                      generation_kwargs={"top_k": 0, "top_p": 1.0}, disable_tqdm=True)
-    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model_dir), reward_funcs=lambda completions, **k:
-                          [0.0 if i % 2 else 1.0 for i in range(len(completions))],
-                          args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                          callbacks=[Timer()])
-    trainer.train()
-    return statistics.median(times[1:])
+                      gradient_checkpointing=False, dataloader_num_workers=0, disable_tqdm=True,
+                      generation_kwargs={"top_k": 0, "top_p": 1.0, "min_new_tokens": tokens})
+    trl = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model_dir), reward_funcs=reward, args=args,
+                      train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[Interleave()])
+    trl.train()
+    for step in trl_steps:
+        assert step["tokens"] == prompts * n * tokens, step["tokens"]
+    return ours_steps, trl_steps
 
 
-def tree_overhead(model_dir: Path, run_dir: Path, steps: int) -> dict[str, float]:
+def summarise(steps: list[dict[str, float]]) -> dict[str, float]:
+    """Medians over the timed steps (the first, a warm-up, is dropped)."""
+    timed = steps[1:]
+    wall = statistics.median(s["wall"] for s in timed)
+    cpu = statistics.median(s["cpu"] for s in timed)
+    out = {"step_seconds": wall, "step_cpu_seconds": cpu, "completion_tokens": timed[0]["tokens"],
+           "tokens_per_second": timed[0]["tokens"] / wall, "all_wall_seconds": [round(s["wall"], 4) for s in timed]}
+    if "generate" in timed[0]:
+        out["generate_seconds"] = statistics.median(s["generate"] for s in timed)
+        out["update_seconds"] = statistics.median(s["update"] for s in timed)
+    return out
+
+
+def compare(shape: str, prompts: int, n: int, tokens: int, repeats: int) -> dict[str, Any]:
+    from trainers.tiny_model import write_tiny_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = write_tiny_model(Path(tmp) / "model", **SHAPES[shape])
+        ours_steps, trl_steps = interleaved(model_dir, Path(tmp), prompts, n, tokens, repeats)
+    result: dict[str, Any] = {"model": SHAPES[shape], "completions_per_step": prompts * n,
+                              "max_new_tokens": tokens, "ours": summarise(ours_steps)}
+    if trl_steps is not None:
+        result["trl"] = summarise(trl_steps)
+        result["speedup_vs_trl"] = result["trl"]["step_seconds"] / result["ours"]["step_seconds"]
+        result["speedup_vs_trl_cpu"] = result["trl"]["step_cpu_seconds"] / result["ours"]["step_cpu_seconds"]
+    return result
+
+
+def tree_overhead(steps: int) -> dict[str, float]:
     from trainers.config import TrainConfig
+    from trainers.tiny_model import write_tiny_model
     from trainers.train import Trainer
 
-    trainer = Trainer(TrainConfig(model=str(model_dir), run_dir=str(run_dir), steps=steps, progress=False,
-                                  tensorboard=False, checkpoint_every=0))
-    history = trainer.train()
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = write_tiny_model(Path(tmp) / "model")
+        trainer = Trainer(TrainConfig(model=str(model_dir), run_dir=str(Path(tmp) / "tree"), steps=steps,
+                                      progress=False, tensorboard=False, checkpoint_every=0, device="cpu"))
+        history = trainer.train()
     tree = sum(m["time/tree"] for m in history)
     rollout = sum(m["time/generate"] + m["time/env"] for m in history)
-    return {"tree_seconds": tree, "rollout_seconds": rollout, "tree_share": tree / rollout}
+    return {"env": "plan_path_v0", "steps": steps, "tree_seconds": tree, "rollout_seconds": rollout,
+            "tree_share": tree / rollout}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default="tiny,small", help=f"comma-separated, from {sorted(SHAPES)}")
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5, help="timed steps of each (after one warm-up)")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads, the same for both")
     parser.add_argument("--tree-steps", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    from trainers.tiny_model import write_tiny_model
+    import torch
+    import transformers
 
-    with tempfile.TemporaryDirectory() as tmp:
-        model_dir = write_tiny_model(Path(tmp) / "model")
-        ours_s = ours(model_dir, Path(tmp) / "ours", args.prompts, args.n, args.max_new_tokens, args.repeats)
-        trl_s = trl_step(model_dir, Path(tmp) / "trl", args.prompts, args.n, args.max_new_tokens, args.repeats)
-        overhead = tree_overhead(model_dir, Path(tmp) / "tree", args.tree_steps)
-    result = {"completions_per_step": args.prompts * args.n, "max_new_tokens": args.max_new_tokens,
-              "ours_step_seconds": ours_s, "trl_step_seconds": trl_s,
-              "speedup_vs_trl": (trl_s / ours_s) if trl_s else None, **overhead}
-    print(json.dumps(result, indent=2))
+    torch.set_num_threads(args.threads)
+    try:
+        import trl
+
+        trl_version = trl.__version__
+    except ImportError:
+        trl_version = None
+    load_before = os.getloadavg()
+    results: dict[str, Any] = {
+        "environment": {"python": platform.python_version(), "torch": torch.__version__,
+                        "transformers": transformers.__version__, "trl": trl_version, "cpus": os.cpu_count(),
+                        "torch_threads": args.threads, "load_average_before": load_before},
+        "shapes": {},
+    }
+    for shape in args.shapes.split(","):
+        results["shapes"][shape] = compare(shape, args.prompts, args.n, args.max_new_tokens, args.repeats)
+        print(json.dumps({shape: results["shapes"][shape]}, indent=2), flush=True)
+    results["tree_overhead"] = tree_overhead(args.tree_steps)
+    results["environment"]["load_average_after"] = os.getloadavg()
+    print(json.dumps({"tree_overhead": results["tree_overhead"]}, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

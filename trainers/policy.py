@@ -11,6 +11,14 @@ generation time under exactly the distribution it was drawn from (temperature-sc
 softmax; no hidden top-k/top-p from a generation config), and (b) the torch RNG stream,
 and therefore ``--resume``, is under our control. Models stay in ``eval()`` mode: dropout
 would make the recorded and recomputed log-probs of the same tokens disagree.
+
+Where the time goes and what is done about it (``benchmarks/trainer_step.py``): a GRPO
+group is ``n`` completions of one prompt, so both sampling and scoring run each *distinct*
+prompt through the model once and expand its KV cache to the ``n`` rows
+(:meth:`PolicySet._encode_prompts`); scoring then runs only the completion tokens, and only
+they reach the LM head. During sampling the cache grows in place instead of by
+concatenation, a token costs one uniform draw per row, and nothing leaves the device until
+the end.
 """
 
 from __future__ import annotations
@@ -25,6 +33,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from transformers.modeling_outputs import CausalLMOutputWithPast
+
+try:  # transformers >= 4.54 keeps one object per layer in its caches
+    from transformers.cache_utils import DynamicLayer
+except ImportError:  # older caches are lists of tensors: reserve_cache leaves them alone
+    DynamicLayer = object
 
 from trainers.config import TrainConfig
 
@@ -61,6 +74,64 @@ def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[list[list[int]
 def positions_from_mask(mask: torch.Tensor) -> torch.Tensor:
     """Position ids that ignore left padding, so a padded prompt is encoded like an unpadded one."""
     return (mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def sample_categorical(probs: torch.Tensor) -> torch.Tensor:
+    """One token per row of ``probs`` ``[B, V]`` by inverse-CDF sampling: a single uniform
+    draw per row and a binary search in the cumulative distribution.
+
+    An exact draw from the categorical distribution, like ``torch.multinomial(probs, 1)``,
+    which on CPU draws one exponential variate per vocabulary entry (``B x V`` random numbers
+    per token). Zero-probability entries are never picked: ``searchsorted(right=True)``
+    returns the first index whose cumulative mass exceeds the draw, and a zero entry does
+    not add mass."""
+    cdf = probs.cumsum(dim=-1)
+    draw = torch.rand(probs.shape[0], 1, device=probs.device, dtype=cdf.dtype) * cdf[:, -1:]
+    return torch.searchsorted(cdf, draw, right=True).squeeze(1).clamp(max=probs.shape[1] - 1)
+
+
+class _GrowInPlaceLayer(DynamicLayer):
+    """A transformers ``DynamicLayer`` whose keys and values live in a buffer with room for
+    ``extra`` more tokens. ``DynamicLayer.update`` appends with ``torch.cat``, copying the
+    whole cache for every new token (quadratic in the completion length); here appending
+    copies only the new token. ``keys``/``values`` are views of the filled part, so the rest
+    of transformers sees an ordinary dynamic layer."""
+
+    def __init__(self, layer: DynamicLayer, extra: int) -> None:
+        super().__init__()
+        self.device, self.is_initialized = layer.keys.device, True
+        self._keys = self._reserve(layer.keys, extra)
+        self._values = self._reserve(layer.values, extra)
+        length = layer.keys.shape[-2]
+        self.keys, self.values = self._keys[..., :length, :], self._values[..., :length, :]
+
+    @staticmethod
+    def _reserve(tensor: torch.Tensor, extra: int) -> torch.Tensor:
+        shape = list(tensor.shape)
+        shape[-2] += extra
+        buffer = tensor.new_empty(shape)
+        buffer[..., :tensor.shape[-2], :] = tensor
+        return buffer
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        start = self.keys.shape[-2]
+        end = start + key_states.shape[-2]
+        if end > self._keys.shape[-2]:  # out of room: fall back to concatenation
+            return super().update(key_states, value_states, *args, **kwargs)
+        self._keys[..., start:end, :] = key_states
+        self._values[..., start:end, :] = value_states
+        self.keys, self.values = self._keys[..., :end, :], self._values[..., :end, :]
+        return self.keys, self.values
+
+
+def reserve_cache(cache: Any, extra: int) -> None:
+    """Give every plain dynamic layer of ``cache`` room for ``extra`` more tokens (other layer
+    types, e.g. sliding-window ones, are left as they are)."""
+    layers = getattr(cache, "layers", None)
+    for i, layer in enumerate(layers or []):
+        if type(layer) is DynamicLayer and layer.is_initialized:
+            layers[i] = _GrowInPlaceLayer(layer, extra)
 
 
 class PolicySet:
@@ -171,47 +242,81 @@ class PolicySet:
         return text, list(ids[-self.config.max_prompt_tokens:])
 
     # ----------------------------------------------------------- generation
-    @torch.no_grad()
-    def generate(self, name: str, prompts: Sequence[Sequence[int]], n: int) -> list[Generation]:
-        """Sample ``n`` completions of every prompt in one batched call (prompt-major order:
-        prompt 0's n completions first)."""
-        cfg = self.config
-        rows = [list(p) for p in prompts for _ in range(n)]
-        ids, mask = left_pad(rows, self.pad_id)
+    def _encode_prompts(
+        self, model: torch.nn.Module, prompts: Sequence[Sequence[int]]
+    ) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Run every *distinct* prompt through ``model`` once and expand the result to one row
+        per prompt: the KV cache, the next-token logits ``[B, V]``, the attention mask ``[B, P]``
+        and the next position ``[B, 1]``.
+
+        GRPO scores and samples ``n`` completions of one prompt, so the prompt's keys and
+        values are computed once per group instead of ``n`` times. Causal attention makes this
+        exact: no prompt position attends to a completion token. Gradients flow through the
+        expansion (an index select), so the shared prompt receives the sum of its ``n`` rows'
+        gradients, just as with ``n`` separate copies."""
+        distinct: dict[tuple[int, ...], int] = {}
+        index = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+        ids, mask = left_pad(list(distinct), self.pad_id)
         input_ids = torch.tensor(ids, device=self.device)
         attention = torch.tensor(mask, device=self.device)
         positions = positions_from_mask(attention)
-        eos = torch.tensor(self.eos_ids, device=self.device)
-        batch = len(rows)
-        finished = torch.zeros(batch, dtype=torch.bool, device=self.device)
+        padded = not bool(attention.all())
+        out = model(input_ids=input_ids, attention_mask=attention if padded else None, position_ids=positions,
+                    use_cache=True, logits_to_keep=1)
+        rows = torch.tensor(index, device=self.device)
+        cache = getattr(out, _CACHE)
+        if len(distinct) != len(index):
+            cache.batch_select_indices(rows)
+        return cache, out.logits[:, -1].index_select(0, rows), attention[rows], positions[rows, -1:] + 1
+
+    @torch.inference_mode()
+    def generate(self, name: str, prompts: Sequence[Sequence[int]], n: int) -> list[Generation]:
+        """Sample ``n`` completions of every prompt in one batched call (prompt-major order:
+        prompt 0's n completions first).
+
+        Each distinct prompt is encoded once and its KV cache expanded to its ``n`` rows
+        (:meth:`_encode_prompts`); then one forward per new token for the whole batch. The
+        loop keeps everything on the device: the only host sync per token is the "all rows
+        finished?" test, and token ids and log-probs are copied back once at the end. The KV
+        cache grows in place (:func:`reserve_cache`), tokens are drawn with one uniform per
+        row (:func:`sample_categorical`), and when no row is padded (equal-length prompts) no
+        attention mask is passed at all, which lets the attention kernel skip masking."""
+        cfg = self.config
+        rows = [list(p) for p in prompts for _ in range(n)]
+        eos = torch.tensor(self.eos_ids, dtype=torch.long, device=self.device)
+        finished = torch.zeros(len(rows), dtype=torch.bool, device=self.device)
         tokens: list[torch.Tensor] = []
         logps: list[torch.Tensor] = []
         with self.active(name) as model:
-            out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
-                        logits_to_keep=1)
-            next_position = positions[:, -1:] + 1
+            cache, logits, prompt_mask, next_position = self._encode_prompts(model, rows)
+            reserve_cache(cache, cfg.max_new_tokens)
+            # finished rows keep attending (to their pads); their outputs are ignored
+            width = prompt_mask.shape[1]
+            attention = None  # [B, width + max_new_tokens], sliced as the completions grow
+            if not bool(prompt_mask.all()):
+                attention = F.pad(prompt_mask, (0, cfg.max_new_tokens), value=1)
             for _ in range(cfg.max_new_tokens):
-                logp_all = F.log_softmax(out.logits[:, -1].float() / cfg.temperature, dim=-1)
-                token = torch.multinomial(logp_all.exp(), 1).squeeze(1)
+                logp_all = F.log_softmax(logits.float() / cfg.temperature, dim=-1)
+                token = sample_categorical(logp_all.exp())
                 token = torch.where(finished, torch.full_like(token, self.pad_id), token)
                 tokens.append(token)
                 logps.append(logp_all.gather(1, token[:, None]).squeeze(1))
                 finished = finished | torch.isin(token, eos)
-                if bool(finished.all()) or len(tokens) == cfg.max_new_tokens:
+                if len(tokens) == cfg.max_new_tokens or bool(finished.all()):
                     break
-                attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
-                out = model(input_ids=token[:, None], attention_mask=attention, position_ids=next_position,
-                            use_cache=True, **{_CACHE: getattr(out, _CACHE)})
+                width += 1
+                mask = None if attention is None else attention[:, :width]
+                out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_position, use_cache=True,
+                            **{_CACHE: cache})
+                cache, logits = getattr(out, _CACHE), out.logits[:, -1]
                 next_position = next_position + 1
         token_rows = torch.stack(tokens, dim=1).tolist()
         logp_rows = torch.stack(logps, dim=1).tolist()
+        eos_ids = set(self.eos_ids)
         generations = []
         for row, token_row, logp_row in zip(rows, token_rows, logp_rows, strict=True):
-            length = len(token_row)
-            for t, tok in enumerate(token_row):
-                if tok in self.eos_ids:
-                    length = t + 1  # the eos is part of the completion: the model learns to stop
-                    break
+            # the eos is part of the completion: the model learns to stop
+            length = next((t + 1 for t, tok in enumerate(token_row) if tok in eos_ids), len(token_row))
             completion = token_row[:length]
             text = self.tokenizer.decode(completion, skip_special_tokens=True)
             generations.append(Generation(row, completion, logp_row[:length], text))
@@ -222,21 +327,29 @@ class PolicySet:
         self, model: torch.nn.Module, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs ``[B, C]`` of the completion tokens under ``model`` (at the sampling
-        temperature) and their mask. Prompts are left-padded and completions right-padded,
-        so every completion starts in the same column and only ``C + 1`` positions of
-        logits are computed."""
+        temperature) and their mask; differentiable unless called under ``no_grad``.
+
+        Two forwards instead of one over ``prompt + completion`` per row: every distinct
+        prompt once (:meth:`_encode_prompts`, whose last logits predict the first completion
+        token), then all completions (right-padded, without their last token, which predicts
+        nothing) on top of the expanded prompt cache. The result is the same as scoring each
+        row on its own; a GRPO group's ``n`` rows share one prompt, so the prompt costs once
+        per group, and only completion positions reach the LM head."""
         width = max(len(c) for c in completions)
-        ids, mask = left_pad(prompts, self.pad_id)
-        for row, row_mask, completion in zip(ids, mask, completions, strict=True):
-            row.extend(list(completion) + [self.pad_id] * (width - len(completion)))
-            row_mask.extend([1] * len(completion) + [0] * (width - len(completion)))
-        input_ids = torch.tensor(ids, device=self.device)
-        attention = torch.tensor(mask, device=self.device)
-        logits = model(input_ids=input_ids, attention_mask=attention, position_ids=positions_from_mask(attention),
-                       logits_to_keep=width + 1).logits[:, :-1]
+        cache, first_logits, prompt_mask, next_position = self._encode_prompts(model, prompts)
+        completion_ids = torch.tensor([list(c) + [self.pad_id] * (width - len(c)) for c in completions],
+                                      device=self.device)
+        completion_mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in completions],
+                                       device=self.device)
+        logits = first_logits[:, None]
+        if width > 1:
+            attention = torch.cat([prompt_mask, completion_mask[:, :-1]], dim=1)
+            positions = next_position + torch.arange(width - 1, device=self.device)
+            rest = model(input_ids=completion_ids[:, :-1], attention_mask=None if bool(attention.all()) else attention,
+                         position_ids=positions, use_cache=True, **{_CACHE: cache}).logits
+            logits = torch.cat([logits, rest], dim=1)
         logp = F.log_softmax(logits.float() / self.config.temperature, dim=-1)
-        targets = input_ids[:, -width:]
-        return logp.gather(2, targets[..., None]).squeeze(2), attention[:, -width:].float()
+        return logp.gather(2, completion_ids[..., None]).squeeze(2), completion_mask.float()
 
     # ----------------------------------------------------------- checkpoints
     def save(self, directory: Path) -> None:

@@ -214,9 +214,15 @@ class Trainer:
                         ref_logp, _ = self.policies.token_logprobs(reference, prompts, completions)
                 with self.policies.active(name) as model:
                     logp, mask = self.policies.token_logprobs(model, prompts, completions)
-                old = torch.zeros_like(logp)
-                for row, s in enumerate(micro):
-                    old[row, :len(s.completion.logprobs)] = torch.tensor(s.completion.logprobs)
+                if cfg.ppo_epochs == 1:
+                    # Strictly on-policy: the policy that sampled is the one being scored, so
+                    # the ratio is exactly 1 and PPO-clip's gradient is -A * grad(logp). The
+                    # recorded log-probs equal logp up to float rounding (KV cache vs. full
+                    # forward); using logp.detach() is that same value without the rounding.
+                    old = logp.detach()
+                else:  # later epochs move the policy: the ratio is against the sampling policy
+                    old = torch.tensor([s.completion.logprobs + [0.0] * (logp.shape[1] - len(s.completion.logprobs))
+                                        for s in micro], dtype=logp.dtype, device=logp.device)
                 advantages = torch.tensor([s.advantage for s in micro], device=logp.device)
                 loss, stats = ppo_clip_loss(
                     logp, old, advantages, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
