@@ -356,3 +356,10 @@ def test_humaneval_canonical_pass_and_broken_fail():
     broken = [r.passed for r, c in zip(results, checks, strict=True) if c["kind"] == "broken"]
     assert len(canonical) == 164 and all(canonical)
     assert len(broken) == 164 and not any(broken)
+
+
+def test_traceback_shows_the_failing_source_line():
+    result = run("x = 1\nassert x == 2, 'x is not two'\n")
+    assert not result.passed
+    assert 'line 2, in <module>' in result.stderr
+    assert "assert x == 2, 'x is not two'" in result.stderr and "AssertionError: x is not two" in result.stderr
