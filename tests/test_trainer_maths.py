@@ -132,3 +132,13 @@ def test_regimes_map_roles_to_policies():
     assert TrainConfig(model="m", regime="per_role").policy_for_roles(["a", "b"]) == {"a": "a", "b": "b"}
     with pytest.raises(ValueError, match="no entry"):
         TrainConfig(model="m", policy_map={"a": "x"}).policy_for_roles(["a", "b"])
+
+
+def test_vllm_backend_is_limited_to_the_shared_regime():
+    from trainers.config import TrainConfig
+
+    with pytest.raises(ValueError, match="shared regime"):
+        TrainConfig(model="m", generation_backend="vllm", regime="per_role").validate()
+    with pytest.raises(ValueError, match="generation_backend"):
+        TrainConfig(model="m", generation_backend="tgi").validate()
+    TrainConfig(model="m", generation_backend="vllm").validate()

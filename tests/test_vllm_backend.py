@@ -49,3 +49,20 @@ def test_sync_weights_makes_the_engine_follow_the_trainer_model(tiny):
     after = generator.generate([prompt], n=1)[0].completion_ids
     assert after[: len(expected)] == expected[: len(after)]
     assert before != after
+
+
+def test_trainer_samples_with_vllm_and_syncs_after_each_update(tiny, tmp_path):
+    from trainers.config import TrainConfig
+    from trainers.train import Trainer
+
+    config = TrainConfig(env="plan_path_v0", model=str(tiny), run_dir=str(tmp_path / "run"), steps=2,
+                         problems_per_step=2, n_samples=4, max_new_tokens=16, progress=False, tensorboard=False,
+                         checkpoint_every=0, generation_backend="vllm", device="cuda", lr=1e-2,
+                         drop_degenerate=False)
+    trainer = Trainer(config)
+    synced = []
+    original = trainer.generator.load_state
+    trainer.generator.load_state = lambda weights: (synced.append(1), original(weights))
+    history = trainer.train()
+    assert len(history) == 2 and all(m["tokens"] > 0 for m in history)
+    assert len(synced) == 2  # one weight sync per update

@@ -32,6 +32,7 @@ GroupBy = Literal["problem_agent_turn", "problem_agent", "problem"]
 Normalize = Literal["mean_std", "mean"]
 Aggregation = Literal["token_mean", "sequence_mean", "dr_grpo"]
 Regime = Literal["shared", "per_role"]
+GenerationBackend = Literal["transformers", "vllm"]
 
 #: Instruction variants of the prompt-conditioned mode (DESIGN §5, seed 000): each names a
 #: different *strategy*, so rollouts of one question disagree in approach, not only in tokens.
@@ -143,6 +144,14 @@ class TrainConfig:
     """``auto`` (cuda when available, else cpu), ``cpu`` or ``cuda[:i]``."""
     dtype: str = "float32"
     """Weights' dtype: ``float32`` (CPU and exact resume), ``bfloat16`` on GPUs."""
+    generation_backend: GenerationBackend = "transformers"
+    """``transformers``: sample with the trained model itself (any device, the default).
+    ``vllm``: sample with a colocated vLLM engine on the GPU, its weights reloaded from the
+    trained model after every update (:mod:`trainers.vllm_backend`); generation is the
+    bulk of an RL step, and vLLM's batching and paged KV cache make it several times faster.
+    Shared-policy regime only (one engine)."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """Share of GPU memory the vLLM engine may take; the rest stays for training."""
 
     # ---------------------------------------------------- run management
     steps: int = 100
@@ -176,10 +185,12 @@ class TrainConfig:
             raise ValueError("temperature must be > 0 (the trainer needs sampling, not argmax)")
         if not (0 <= self.eps_low < 1 and self.eps_high >= 0):
             raise ValueError("eps_low must be in [0, 1) and eps_high >= 0")
-        for name in ("rollout", "selection", "group_by", "normalize", "aggregation", "regime"):
+        for name in ("rollout", "selection", "group_by", "normalize", "aggregation", "regime", "generation_backend"):
             allowed = typing.get_args(_FIELD_TYPES[name])
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.generation_backend == "vllm" and (self.regime != "shared" or self.policy_map):
+            raise ValueError("generation_backend='vllm' supports the shared regime only (one engine, one policy)")
         if not self.model:
             raise ValueError("model is required: a local model directory (pettingllm tiny-model DIR) or a hub id")
 

@@ -112,6 +112,14 @@ class Trainer:
             for stale in (self.run_dir / METRICS, Path(config.dump_samples) if config.dump_samples else None):
                 if stale is not None and stale.exists():
                     stale.unlink()
+        self.generator = None
+        if config.generation_backend == "vllm":
+            from trainers.vllm_backend import VLLMGenerator
+
+            self.generator = VLLMGenerator(str(checkpoint / "policies" / "shared") if checkpoint else config.model,
+                                           temperature=config.temperature, max_new_tokens=config.max_new_tokens,
+                                           seed=config.seed, dtype=config.dtype,
+                                           gpu_memory_utilization=config.vllm_gpu_memory_utilization)
         (self.run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2))
         self.tensorboard = self._tensorboard()
 
@@ -132,7 +140,10 @@ class Trainer:
     def sampler(self, agent: str, prompts: Sequence[Messages], n: int) -> list[list[Generation]]:
         """The rollout's sampler: agent's policy, every prompt, n completions, one batch."""
         ids = [self.policies.encode_prompt(messages)[1] for messages in prompts]
-        flat = self.policies.generate(self.policies.role_to_policy[agent], ids, n)
+        if self.generator is not None:
+            flat = self.generator.generate(ids, n)
+        else:
+            flat = self.policies.generate(self.policies.role_to_policy[agent], ids, n)
         return [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
 
     # ------------------------------------------------------------------- step
@@ -202,7 +213,8 @@ class Trainer:
         total_tokens = float(sum(len(s.completion.completion_ids) for s in batch))
         params = self.policies.parameters(name)
         optimizer = self.policies.optimizers[name]
-        for _ in range(cfg.ppo_epochs):
+        old_logp: dict[int, torch.Tensor] = {}
+        for epoch in range(cfg.ppo_epochs):
             optimizer.zero_grad(set_to_none=True)
             for i in range(0, len(batch), cfg.micro_batch_size):
                 micro = batch[i:i + cfg.micro_batch_size]
@@ -214,15 +226,14 @@ class Trainer:
                         ref_logp, _ = self.policies.token_logprobs(reference, prompts, completions)
                 with self.policies.active(name) as model:
                     logp, mask = self.policies.token_logprobs(model, prompts, completions)
-                if cfg.ppo_epochs == 1:
-                    # Strictly on-policy: the policy that sampled is the one being scored, so
-                    # the ratio is exactly 1 and PPO-clip's gradient is -A * grad(logp). The
-                    # recorded log-probs equal logp up to float rounding (KV cache vs. full
-                    # forward); using logp.detach() is that same value without the rounding.
-                    old = logp.detach()
-                else:  # later epochs move the policy: the ratio is against the sampling policy
-                    old = torch.tensor([s.completion.logprobs + [0.0] * (logp.shape[1] - len(s.completion.logprobs))
-                                        for s in micro], dtype=logp.dtype, device=logp.device)
+                if epoch == 0:
+                    # Before the first optimiser step the scored policy is the one that sampled,
+                    # so the ratio is exactly 1. The log-probs recorded at generation equal logp
+                    # up to float rounding (KV cache vs. full forward, or another engine's
+                    # kernels with vLLM); logp.detach() is the same value without the rounding,
+                    # and later epochs' ratios are taken against it.
+                    old_logp[i] = logp.detach()
+                old = old_logp[i]
                 advantages = torch.tensor([s.advantage for s in micro], device=logp.device)
                 loss, stats = ppo_clip_loss(
                     logp, old, advantages, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
@@ -236,6 +247,9 @@ class Trainer:
             out["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if self.generator is not None:
+            with self.policies.active(name) as model:
+                self.generator.sync_weights(model)  # the next rollout samples the updated policy
         return out
 
     # ----------------------------------------------------------------- logging
