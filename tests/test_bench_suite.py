@@ -64,6 +64,7 @@ def test_openai_policy_against_a_local_server_with_retries_and_bounded_concurren
         config = SuiteConfig(envs=["plan_path_v0"], policies=[spec], episodes=6, concurrency=3)
         rows = run_suite(config, tmp_path, progress=False)
         assert rows[0]["success_rate"] == 1.0
+        assert rows[0]["completion_tokens"] > 0  # from the server's usage, per episode
         assert 1 < server.max_in_flight <= 3
         assert server.requests[0]["model"] == "tiny"
         assert [m["role"] for m in server.requests[-1]["messages"]] == ["system", "user"]
@@ -101,3 +102,19 @@ def test_bench_command_line(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| plan_path_v0 | scripted | multi | 2 | 1.0 |" in out
     assert json.loads((tmp_path / "summary.json").read_text())[0]["env"] == "plan_path_v0"
+
+
+def test_a_local_hugging_face_model_as_the_policy(tmp_path):
+    pytest.importorskip("transformers")
+    from trainers.tiny_model import write_tiny_model
+
+    model = write_tiny_model(tmp_path / "tiny")
+    config = SuiteConfig(envs=["plan_path_v0"], policies=[f"hf:{model}"], modes=["multi", "single"], episodes=2,
+                         concurrency=2, max_tokens=8, env_config={"max_turns": 1})
+    rows = run_suite(config, tmp_path / "out", progress=False)
+    assert {r["mode"] for r in rows} == {"multi", "single"}
+    for row in rows:  # a random tiny model never solves the maze, but it plays every turn through the model
+        assert row["episodes"] == 2 and row["success_rate"] == 0.0
+    multi = next(r for r in rows if r["mode"] == "multi")
+    assert multi["completion_tokens"] == 2 * 8  # two roles, 8 new tokens each (no EOS from a random model)
+    assert multi["return_per_role"]["planner"] < 0  # its random bytes earn the format penalty

@@ -22,6 +22,7 @@ same model; for the scripted and random policies it is not defined.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import statistics
@@ -66,52 +67,63 @@ class SuiteConfig:
     """Extra config for every env (e.g. ``{"max_turns": 2}``)."""
 
 
-def _hf_complete(path: str, max_tokens: int) -> Callable[[list[dict[str, str]]], str]:
+@functools.cache
+def _hf_model(path: str) -> tuple[Any, Any, threading.Lock]:
+    """Tokenizer, model and a lock, loaded once per path for the whole suite."""
     try:
-        import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as error:  # pragma: no cover - depends on the install
         raise SystemExit("hf: policies need the train extra: pip install 'pettingllm-envs[train]'") from error
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path).eval()
-    lock = threading.Lock()  # one forward at a time; episodes still overlap their env work
+    return AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path).eval(), threading.Lock()
+
+
+def _hf_complete(path: str, max_tokens: int, usage: dict[str, int]) -> Callable[[list[dict[str, str]]], str]:
+    import torch
+
+    tokenizer, model, lock = _hf_model(path)
 
     def complete(messages: list[dict[str, str]]) -> str:
         ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
                                             return_dict=True)
-        with lock, torch.no_grad():
+        with lock, torch.no_grad():  # one forward at a time; episodes still overlap their env work
             out = model.generate(**ids, max_new_tokens=max_tokens, do_sample=False,
                                  pad_token_id=tokenizer.pad_token_id)
-        return tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+        completion = out[0, ids["input_ids"].shape[1]:]
+        usage["prompt_tokens"] += int(ids["input_ids"].shape[1])
+        usage["completion_tokens"] += int(completion.shape[0])
+        return tokenizer.decode(completion, skip_special_tokens=True)
 
     return complete
 
 
-def build_policy(spec: str, env_id: str, mode: str, max_tokens: int, seed: int) -> Policy:
-    """The policy that ``spec`` names, for ``env_id`` in ``mode``."""
+def build_policy(spec: str, env_id: str, mode: str, max_tokens: int, seed: int) -> tuple[Policy, dict[str, int]]:
+    """The policy that ``spec`` names, for one episode of ``env_id`` in ``mode``, and the
+    token usage it accumulates (model policies only; empty for scripted and random)."""
     if spec in ("scripted", "random"):
         if mode != "multi":
             raise ValueError(f"mode {mode!r} is only defined for model policies, not {spec!r}")
-        return scripted_policy(env_id) if spec == "scripted" else random_policy(seed)
+        return (scripted_policy(env_id) if spec == "scripted" else random_policy(seed)), {}
+    usage = {"prompt_tokens": 0, "completion_tokens": 0}
     if spec.startswith("openai:"):
         model, _, base_url = spec[len("openai:"):].partition("@")
         if not model or not base_url:
             raise ValueError("openai policy spec is openai:<model>@<base_url>")
-        client = OpenAIChatPolicy(base_url=base_url, model=model, max_tokens=max_tokens)
+        client = OpenAIChatPolicy(base_url=base_url, model=model, max_tokens=max_tokens, usage=usage)
         complete: Callable[[list[dict[str, str]]], str] = client.complete
         multi: Policy = client
     elif spec.startswith("hf:"):
-        complete = _hf_complete(spec[3:], max_tokens)
+        complete = _hf_complete(spec[3:], max_tokens, usage)
 
         def multi(observation: str, agent: str, info: dict[str, Any]) -> str:
             return complete(info.get("messages") or [{"role": "user", "content": str(observation)}])
     else:
         raise ValueError(f"unknown policy spec {spec!r}")
     if mode == "multi":
-        return multi
+        return multi, usage
     raw = make(env_id).unwrapped
     raw.reset(seed=0)
-    return SingleAgentPolicy(complete, raw.possible_agents, {r: raw.role_instructions(r) for r in raw.possible_agents})
+    instructions = {r: raw.role_instructions(r) for r in raw.possible_agents}
+    return SingleAgentPolicy(complete, raw.possible_agents, instructions), usage
 
 
 def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:
@@ -157,16 +169,15 @@ def run_suite(config: SuiteConfig, out_dir: str | Path, *, progress: bool = True
         for i in range(config.episodes)
         if (env_id, spec, mode, config.split, config.seed + i) not in done
     ]
-    policies: dict[tuple[str, str, str], Policy] = {}
-    for env_id, spec, mode, _ in jobs:
-        if (env_id, spec, mode) not in policies:
-            policies[env_id, spec, mode] = build_policy(spec, env_id, mode, config.max_tokens, config.seed)
+    for env_id, spec, mode in {job[:3] for job in jobs}:  # bad specs fail before any episode runs
+        build_policy(spec, env_id, mode, config.max_tokens, config.seed)
     write_lock = threading.Lock()
 
     def play(job: tuple[str, str, str, int]) -> None:
         env_id, spec, mode, seed = job
         env = make(env_id, split=config.split, **config.env_config)
-        episode = play_episode(env, policies[env_id, spec, mode], seed=seed)
+        policy, usage = build_policy(spec, env_id, mode, config.max_tokens, config.seed)
+        episode = play_episode(env, policy, seed=seed)
         env.close()
         roles = env.unwrapped.possible_agents
         record = {
@@ -175,6 +186,7 @@ def run_suite(config: SuiteConfig, out_dir: str | Path, *, progress: bool = True
             "return": {role: episode.total_reward(role) for role in roles},
             "actions": len(episode.actions),
             "action_chars": sum(len(a) if isinstance(a, str) else 0 for _, a in episode.actions),
+            "completion_tokens": usage.get("completion_tokens"),
         }
         with write_lock, open(out / RECORDS, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
@@ -203,7 +215,8 @@ def _progress(done: int, total: int, seconds: float) -> None:
 
 
 def summarise(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (env, policy, mode): success rate, mean return per role, turns, chars, time."""
+    """One row per (env, policy, mode): success rate, mean return per role, turns, action size
+    (characters, and completion tokens for model policies), time."""
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         groups[record["env"], record["policy"], record["mode"]].append(record)
@@ -216,9 +229,16 @@ def summarise(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             "return_per_role": {role: round(statistics.fmean(r["return"][role] for r in group), 4) for role in roles},
             "turns": round(statistics.fmean(r["turns"] for r in group), 2),
             "action_chars": round(statistics.fmean(r["action_chars"] for r in group), 1),
+            "completion_tokens": _mean_or_none([r.get("completion_tokens") for r in group]),
             "seconds_per_episode": round(statistics.fmean(r["seconds"] for r in group), 4),
         })
     return rows
+
+
+def _mean_or_none(values: Sequence[float | None]) -> float | None:
+    """Mean of the known values (tokens are only known for model policies)."""
+    known = [v for v in values if v is not None]
+    return round(statistics.fmean(known), 1) if known else None
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
@@ -229,7 +249,7 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
 
 def format_markdown(rows: Sequence[dict[str, Any]]) -> str:
     header = ["env", "policy", "mode", "episodes", "success_rate", "return_per_role", "turns",
-              "action_chars", "seconds_per_episode"]
+              "action_chars", "completion_tokens", "seconds_per_episode"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in map(_flat, rows):
         lines.append("| " + " | ".join(str(row[h]) for h in header) + " |")
