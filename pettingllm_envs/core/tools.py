@@ -3,15 +3,18 @@ env reads what it printed. Shared by every env that has a ``tool`` role."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from pettingllm_envs.core.parsing import extract_code_block
-from pettingllm_envs.core.text_env import ActionResult, TextEnvConfig
+from pettingllm_envs.core.text_env import ActionResult, TextAECEnv, TextEnvConfig
 from pettingllm_envs.sandbox import execute
 
 #: How much of a program's output later observations show.
 SHOWN_OUTPUT_CHARS = 1500
+#: How much of the tool's program the other roles are shown.
+SHOWN_CODE_CHARS = 3000
 
 
 @dataclass
@@ -73,3 +76,26 @@ def run_tool_program(text: str, *, timeout: float, stdin: str = "", memory_mb: i
     else:
         reason = f"the program failed ({result.stop_reason or f'exit code {result.returncode}'})"
     return ToolRun(code, result.stdout, result.stderr, "execution", reason)
+
+
+def team_history_lines(
+    env: TextAECEnv, agent: str, describe: Callable[[ActionResult], str], *, tool_role: str = "tool",
+    result_label: str = "Result",
+) -> list[str]:
+    """The shared part of a tool-team observation: one line per action of earlier turns and,
+    for roles acting after the tool in this turn, the tool's program, result and output
+    (same-turn visibility, DESIGN §3)."""
+    lines = []
+    past = [record for record in env.history if record.turn < env.turn]
+    if past:
+        lines.append("\nEarlier turns:")
+        lines.extend(f"- turn {record.turn + 1}, {record.agent}: {describe(record.result)}" for record in past)
+    tool = env.last_record(tool_role, env.turn) if agent != tool_role else None
+    if tool is not None:
+        code = tool.result.parsed.get("code") if isinstance(tool.result.parsed, dict) else None
+        lines.append("\nThis turn the tool agent wrote:")
+        lines.append(f"```python\n{code[:SHOWN_CODE_CHARS]}\n```" if code else "(no code)")
+        lines.append(f"{result_label}: {describe(tool.result)}")
+        if tool.result.feedback:
+            lines.append(f"Program output:\n{tool.result.feedback}")
+    return lines

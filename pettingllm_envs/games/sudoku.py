@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
-from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program
+from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program, team_history_lines
 
 #: Box shape (rows, columns) per supported grid size.
 BOX = {4: (2, 2), 9: (3, 3)}
@@ -59,7 +59,6 @@ MIN_GIVENS = {4: 4, 9: 24}
 MAX_GRIDS = 200
 ANSWER_MARKER = re.compile(r"^[ \t*`>#-]*(place(?:ments?)?|grid)[ \t*`]*:", re.IGNORECASE | re.MULTILINE)
 BOARD_ROW = re.compile(r"^r(\d) +([1-9.| ]+)$", re.MULTILINE)
-SHOWN_CODE_CHARS = 3000
 
 Grid = tuple[int, ...]
 """A board in row-major order, ``0`` for an empty cell."""
@@ -458,19 +457,7 @@ class raw_env(TextAECEnv[Puzzle]):
             f"{puzzle.empty_cells - empty} cells filled by the team, {empty} empty. "
             f"Turn {self.turn + 1} of {self.config.max_turns}.",
         ]
-        past = [rec for rec in self.history if rec.turn < self.turn]
-        if past:
-            parts.append("\nEarlier turns:")
-            parts.extend(f"- turn {rec.turn + 1}, {rec.agent}: {describe(rec.result)}" for rec in past)
-        if agent == "planner":
-            tool = self.last_record("tool", self.turn)
-            if tool is not None:
-                code = tool.result.parsed.get("code") if isinstance(tool.result.parsed, dict) else None
-                parts.append("\nThis turn the tool agent wrote:")
-                parts.append(f"```python\n{code[:SHOWN_CODE_CHARS]}\n```" if code else "(no code)")
-                parts.append(f"Result (checked on a copy of the board): {describe(tool.result)}")
-                if tool.result.feedback:
-                    parts.append(f"Program output:\n{tool.result.feedback}")
+        parts.extend(team_history_lines(self, agent, describe, result_label="Result (checked on a copy of the board)"))
         return "\n".join(parts)
 
     def render_state(self) -> str:

@@ -36,10 +36,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
-from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program
+from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program, team_history_lines
 from pettingllm_envs.planning.moves import MOVES, parse_moves
-
-SHOWN_CODE_CHARS = 3000
 
 
 @dataclass(frozen=True)
@@ -259,20 +257,7 @@ class raw_env(TextAECEnv[Maze]):
             f"Walker at (row, col) = {self.position}; goal at {maze.goal}. "
             f"Turn {self.turn + 1} of {self.config.max_turns}; {self.steps_taken} moves made so far.",
         ]
-        past = [rec for rec in self.history if rec.turn < self.turn]
-        if past:
-            parts.append("\nEarlier turns:")
-            for rec in past:
-                parts.append(f"- turn {rec.turn + 1}, {rec.agent}: {describe(rec.result)}")
-        if agent == "planner":
-            tool = self.last_record("tool", self.turn)
-            if tool is not None:
-                code = (tool.result.parsed or {}).get("code") if isinstance(tool.result.parsed, dict) else None
-                parts.append("\nThis turn the tool agent wrote:")
-                parts.append(f"```python\n{code[:SHOWN_CODE_CHARS]}\n```" if code else "(no code)")
-                parts.append(f"Result: {describe(tool.result)}")
-                if tool.result.feedback:
-                    parts.append(f"Program output:\n{tool.result.feedback}")
+        parts.extend(team_history_lines(self, agent, describe))
         return "\n".join(parts)
 
     def render_state(self) -> str:
