@@ -2,8 +2,9 @@
 
 After every test the fixture checks that the parent (this process) is alive and that no
 sandboxed process is left: none running as this server's sandbox uids (when root) and
-none under the fork server. Zombies re-parented to pid 1 are not counted: they only
-appear when a test kills the fork server on purpose, and reaping them is init's job.
+none under the fork server (whose only child then is its zygote, itself childless).
+Zombies re-parented to pid 1 are not counted: they only appear when a test kills the
+fork server on purpose, and reaping them is init's job.
 """
 
 from __future__ import annotations
@@ -32,11 +33,19 @@ def server_children(pid: int) -> list[int]:
         return []
 
 
+def run_processes(info) -> list[int]:
+    """Children of the fork server other than its zygote, and the zygote's children (runs)."""
+    found = [pid for pid in server_children(info.pid) if pid != info.zygote]
+    if info.zygote is not None:
+        found += server_children(info.zygote)
+    return found
+
+
 def leftovers() -> list[int]:
     info = fork_server_info()
     if info is None:
         return []
-    found = server_children(info.pid)
+    found = run_processes(info)
     if info.uids is not None:
         found += uid_processes(info.uids, include_zombies=False)
     return found
@@ -311,12 +320,13 @@ def test_killing_its_parent():
 
 
 def test_fork_server_killed_mid_run():
-    server = fork_server_info().pid
+    info = fork_server_info()
+    server = info.pid
     outcome = {}
     thread = threading.Thread(target=lambda: outcome.setdefault("r", execute("import time; time.sleep(30)")))
     thread.start()
     deadline = time.monotonic() + 10
-    while not server_children(server) and time.monotonic() < deadline:
+    while not run_processes(info) and time.monotonic() < deadline:
         time.sleep(0.01)
     os.kill(server, signal.SIGKILL)
     thread.join(timeout=20)

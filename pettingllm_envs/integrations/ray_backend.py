@@ -60,9 +60,9 @@ class _Worker:
         # a chunk's actions do not depend on which chunks this actor played before. Model
         # policies (clients, loaded models) are built once per actor and reused.
         if spec == "random":
-            return build_policy(spec, env_id, "multi", max_tokens, seed)
+            return build_policy(spec, env_id, "multi", max_tokens, seed)[0]
         if (spec, env_id, max_tokens) not in self._policies:
-            self._policies[spec, env_id, max_tokens] = build_policy(spec, env_id, "multi", max_tokens, 0)
+            self._policies[spec, env_id, max_tokens] = build_policy(spec, env_id, "multi", max_tokens, 0)[0]
         return self._policies[spec, env_id, max_tokens]
 
     def execute(

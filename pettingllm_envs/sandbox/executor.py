@@ -95,6 +95,7 @@ class _Server:
         self.pid: int = hello["pid"]
         self.network: bool = hello["network"]
         self.block: int | None = hello["block"]
+        self.zygote: int | None = hello.get("zygote")
         self.reader = threading.Thread(target=self._read_results, name="sandbox-forkserver-reader", daemon=True)
         self.reader.start()
 
@@ -218,6 +219,9 @@ class ServerInfo:
     """Whether runs that ask for it get an empty network namespace."""
     uids: range | None
     """The sandbox uids this server runs programs as (None without root)."""
+    zygote: int | None = None
+    """The server's zygote, the process that forks each run (a child of the server; each
+    run's process is the zygote's child until the server has it reaped)."""
 
 
 def fork_server_info() -> ServerInfo | None:
@@ -229,7 +233,7 @@ def fork_server_info() -> ServerInfo | None:
     if server.block is not None:
         first = SANDBOX_UID_BASE + server.block * SLOTS_PER_BLOCK
         uids = range(first, first + SLOTS_PER_BLOCK)
-    return ServerInfo(server.pid, server.network, uids)
+    return ServerInfo(server.pid, server.network, uids, server.zygote)
 
 
 def _stop_reason(returncode: int | None, stderr: str, timed_out: bool, overflow: bool) -> str | None:

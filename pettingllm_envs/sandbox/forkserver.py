@@ -7,18 +7,32 @@ environment, so nothing secret is in its memory or its ``/proc/<pid>/environ``) 
 talks to it over its stdin/stdout with length-prefixed JSON frames.
 
 The server is single-threaded (forking a multithreaded process is unsafe) and runs one
-event loop over the control pipe and, per run, the child's stdout/stderr/stdin pipes and
-a pidfd that becomes readable when the child exits. It is a child subreaper, so every
-process a run leaves behind is re-parented to it rather than to init, where it is seen
-(``/proc/self/task/<tid>/children``), killed and reaped before the run's result is sent.
-A run's main process is reaped only after its process group was killed, so the group id
-cannot have been reused by then.
+event loop over the control pipe, the zygote's socket and, per run, the child's
+stdout/stderr/stdin pipes and a pidfd that becomes readable when the child exits.
+
+Runs are not forked from the server itself but from its **zygote** (:class:`_Zygote`): a
+process forked from the server once, right after the warm imports and ``gc.freeze()``,
+that only waits for a request and forks. The server sends it each run's pipe ends and a
+memfd holding the program (``SCM_RIGHTS`` over a ``SOCK_SEQPACKET`` pair); the zygote
+answers with the run's pid, and later, when asked, reaps it and answers with its wait
+status. So the busy event loop no longer shares its pages with live children (each write
+to a shared page was a copy-on-write fault, about 270 per run) and no longer pays for the
+fork. A run's process is the zygote's child, but the server is a child subreaper (and
+the zygote is not), so every process a run leaves behind is still re-parented to the
+server, where it is seen (``/proc/self/task/<tid>/children``, less the zygote), killed
+and reaped before the run's result is sent. A run's main process is reaped (by the zygote,
+on the server's request) only after its process group was killed, so the group id cannot
+have been reused by then. The zygote dies with the server (``PR_SET_PDEATHSIG``), and the
+runs with the zygote; if the zygote dies first (only a program running as the server's
+own uid, i.e. without root, can kill it), the server kills every run and exits, and the
+client starts a new one.
 
 Frames (client -> server): ``{"id", "code", "stdin", "timeout", "memory_mb",
 "max_output_bytes", "max_processes", "isolate_network"}``, plus ``"batch"`` and
-``"batch_workers"`` for the runs of one ``execute_many`` call: at most that many of them
-run at once. Server -> client: first a hello
-``{"pid", "network", "block", "private_mounts"}`` (or ``{"fatal": message}``), then one
+``"batch_workers"`` for the runs of one ``execute_many`` call: at most that many of their
+programs run at once (the next one starts as soon as a program's main process has exited,
+while what it left is cleaned up). Server -> client: first a hello
+``{"pid", "network", "block", "private_mounts", "zygote"}`` (or ``{"fatal": message}``), then one
 ``{"id", "stdout", "stderr", "returncode", "timed_out", "overflow", "duration",
 "network_isolated"}`` per run. End of input (the parent closed the pipe or died) shuts
 the server down after killing every run.
@@ -26,23 +40,37 @@ the server down after killing every run.
 
 from __future__ import annotations
 
+import _random
+import _signal
+import _thread
+import array
+import atexit
+import builtins
 import contextlib
+import ctypes
 import gc
 import json
+import linecache
 import os
+import random
 import selectors
 import shutil
 import signal
+import socket
 import struct
 import sys
 import tempfile
+import threading
 import time
+import types
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from pettingllm_envs.sandbox.isolation import (
     IS_ROOT,
     PR_SET_CHILD_SUBREAPER,
+    PR_SET_PDEATHSIG,
     SANDBOX_UID_BASE,
     SLOTS_PER_BLOCK,
     Limits,
@@ -88,7 +116,18 @@ from pettingllm_envs.sandbox.forkserver import main
 main(sys.argv[2:])
 """
 
+SIGINT, SIGTERM = int(signal.SIGINT), int(signal.SIGTERM)
+#: atexit callbacks registered before any program ran (a program's own come on top).
+_ATEXIT_INHERITED = atexit._ncallbacks()
 HEADER = struct.Struct(">I")
+#: Server -> zygote: fork a run (fds: code memfd, stdin, stdout, stderr; then the working
+#: directory): kind, uid (-1: none), CPU seconds, memory MB, processes, code size, host network.
+SPAWN = struct.Struct("=ciiiii?")
+#: Server -> zygote: reap this pid (``R``); zygote -> server: its wait status (``W``).
+REAP = struct.Struct("=ci")
+FD_SIZE = array.array("i").itemsize
+#: Zygote -> server: the pid of a run it forked (``P``), or minus the errno of the fork.
+PID = struct.Struct("=ci")
 #: Exit code of a child whose isolation could not be set up (the program never ran).
 SETUP_FAILED = 125
 READ_CHUNK = 65536
@@ -107,7 +146,7 @@ class _Run:
     workdir: str
     start: float
     deadline: float
-    pid: int = 0
+    pid: int = 0  # known once the zygote has forked it
     pidfd: int = -1
     stdin: memoryview = field(default_factory=lambda: memoryview(b""))
     fds: dict[str, int] = field(default_factory=dict)
@@ -115,6 +154,139 @@ class _Run:
     timed_out: bool = False
     overflow: bool = False
     killed: bool = False
+    duration: float = 0.0
+
+
+class ZygoteDied(Exception):
+    """The zygote exited (it is never stopped on purpose while the server runs)."""
+
+
+class _Zygote:
+    """The server's end of the zygote: a process forked from the server right after its warm
+    imports and ``gc.freeze()`` that does nothing but fork runs and reap them on request.
+    Runs are forked from it rather than from the busy server, so the server's event loop no
+    longer writes pages shared with live children (each such write was a copy-on-write
+    fault) and no longer pays for the fork. A run's process is the zygote's child, reaped
+    only when the server asks (after killing its process group), so its pid stays valid;
+    what a run leaves behind is still re-parented to the server, the child subreaper."""
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.sock = sock
+        self.socket = sock.fileno()
+        self.pidfd = os.pidfd_open(pid)
+
+    @classmethod
+    def start(cls, host_netns: int | None, close: tuple[int, ...]) -> _Zygote:
+        server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        server = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the zygote
+            try:
+                server_end.close()
+                for fd in close:
+                    os.close(fd)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # die with the server, whatever kills it
+                if os.getppid() == server:
+                    zygote_loop(zygote_end, host_netns)
+            finally:
+                os._exit(0)
+        zygote_end.close()
+        return cls(pid, server_end)
+
+    def send(self, message: bytes, fds: list[int]) -> None:
+        try:
+            if fds:
+                self.sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+            else:
+                self.sock.send(message)
+        except OSError as exc:
+            raise ZygoteDied from exc
+
+    def receive(self, *, block: bool) -> bytes | None:
+        try:
+            reply = self.sock.recv(64, 0 if block else socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
+        except OSError as exc:
+            raise ZygoteDied from exc
+        if not reply:
+            raise ZygoteDied
+        return reply
+
+
+def zygote_loop(sock: socket.socket, host_netns: int | None) -> None:  # pragma: no cover - the zygote
+    """Fork a run per spawn request, reap a run per reap request, until the server goes.
+    Deliberately tiny: every page it writes between forks is copied once per live run.
+
+    Runs are forked with libc's ``fork()`` (called with the GIL held, as ``os.fork`` does)
+    rather than ``os.fork``, which would also run ``PyOS_AfterFork_Child`` and the at-fork
+    hooks of ``threading`` and ``random`` in every child: that re-initialisation touches
+    about 180 pages, each a copy-on-write fault, and cost about 0.7 ms of a run's CPU. It
+    exists for processes that had other threads at the fork; the zygote never has any
+    (it only ever runs this loop), so the locks it resets are free and the thread
+    bookkeeping is already right in the child. The one hook that matters, reseeding
+    ``random``, is done by the child itself (``run_child``)."""
+    fork = ctypes.PyDLL(None, use_errno=True).fork
+    assert threading.active_count() == 1
+    ancillary_size = socket.CMSG_SPACE(4 * FD_SIZE)
+    while True:
+        message, ancillary, _, _ = sock.recvmsg(4096, ancillary_size, socket.MSG_CMSG_CLOEXEC)
+        if not message:
+            return
+        fds = []
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds += array.array("i", data[:len(data) - len(data) % FD_SIZE])
+        if message[:1] == b"R":
+            try:
+                _, status = os.waitpid(REAP.unpack(message)[1], 0)
+            except ChildProcessError:
+                status = 255 << 8
+            sock.send(REAP.pack(b"W", status))
+            continue
+        pid = fork()
+        if pid < 0:
+            pid = -(ctypes.get_errno() or 1)
+        elif pid == 0:
+            run_child(message, fds, host_netns)
+        for fd in fds:
+            os.close(fd)
+        sock.send(PID.pack(b"P", pid))
+
+
+def run_child(message: bytes, fds: list[int], host_netns: int | None) -> None:  # pragma: no cover - the child
+    """In a run's freshly forked process: take the run's pipes, read the program, confine
+    the process, run the program. Never returns."""
+    try:
+        # What ``random``'s at-fork hook does (see ``zygote_loop``), without the Python
+        # wrapper of ``Random.seed`` (its only other work is clearing ``gauss_next``).
+        _random.Random.seed(random._inst)  # type: ignore[attr-defined]
+        random._inst.gauss_next = None  # type: ignore[attr-defined]
+        code_fd, stdin_r, stdout_w, stderr_w = fds
+        os.dup2(stdin_r, 0)
+        os.dup2(stdout_w, 1)
+        os.dup2(stderr_w, 2)
+        _, uid, cpu_seconds, memory_mb, max_processes, size, host_network = SPAWN.unpack_from(message)
+        workdir = message[SPAWN.size:].decode()
+        chunks = []
+        offset = 0
+        while offset < size:
+            chunk = os.pread(code_fd, size - offset, offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+        source = b"".join(chunks).decode("utf-8")
+        limits = Limits(cpu_seconds=cpu_seconds, memory_mb=memory_mb, max_processes=max_processes)
+        confine_current_process(limits, None if uid < 0 else uid, workdir, host_netns if host_network else None)
+        os.closerange(3, 1 << 16)
+    except BaseException as exc:  # report any setup failure, then exit
+        with contextlib.suppress(BaseException):
+            os.write(2, f"sandbox setup failed: {exc!r}\n".encode())
+        os._exit(SETUP_FAILED)
+    run_program(source, workdir)
 
 
 class ForkServer:
@@ -125,8 +297,12 @@ class ForkServer:
         self.control_out = control_out
         self.buffer = bytearray()
         self.selector = selectors.DefaultSelector()
-        self.runs: dict[int, _Run] = {}  # by child pid
-        self.waiting: list[dict[str, Any]] = []  # requests not started yet, oldest first
+        self.runs: dict[int, _Run] = {}  # by slot; the zygote has forked each (its pid is known)
+        # What the zygote was asked and has not answered yet, oldest first: to fork a run
+        # ("spawn", its pid comes back) or to reap one ("reap", its wait status comes back).
+        self.expected: deque[tuple[str, _Run]] = deque()
+        self.zygote: _Zygote | None = None
+        self.waiting: dict[Any, deque[dict[str, Any]]] = {}  # requests not started yet, per batch, oldest first
         self.running_per_batch: dict[Any, int] = {}
         self.free_slots = list(range(SLOTS_PER_BLOCK - 1, -1, -1))
         self.mounted: set[int] = set()  # slots whose working-directory tmpfs is mounted
@@ -143,6 +319,7 @@ class ForkServer:
             self.private = private_mounts(interpreter_paths())
             self.host_netns = isolate_network()
         self.network = self.host_netns is not None
+        self.children_path = f"/proc/{os.getpid()}/task/{os.getpid()}/children"
         prctl(PR_SET_CHILD_SUBREAPER, 1)
 
     # -- plumbing ---------------------------------------------------------------------
@@ -178,32 +355,33 @@ class ForkServer:
 
     def _orphans(self) -> set[int]:
         """Children of the server that are not the main process of a run in flight."""
-        tid = os.getpid()
         try:
-            with open(f"/proc/{tid}/task/{tid}/children") as handle:
-                children = {int(pid) for pid in handle.read().split()}
+            fd = os.open(self.children_path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                children = {int(pid) for pid in os.read(fd, 1 << 20).split()}
+            finally:
+                os.close(fd)
         except OSError:
             children = set()
-        return children - set(self.runs)
+        return children - {self.zygote.pid} if self.zygote is not None else children
 
     # -- starting runs ----------------------------------------------------------------
 
     def start_waiting(self) -> None:
         """Start every waiting request that a free slot and its batch's worker count allow.
         A batch (``execute_many``) is throttled here, so that the next run of a batch
-        starts the moment one ends, without a round trip to the client."""
-        started = []
-        for index, request in enumerate(self.waiting):
+        starts the moment one ends, without a round trip to the client. Each batch has
+        its own queue, so this costs O(batches), not O(waiting requests): walking a long
+        queue would touch (and, with a child alive, copy) every page holding a request."""
+        for batch, queue in list(self.waiting.items()):
             if not self.free_slots:
-                break
-            batch = request.get("batch")
-            if batch is not None and self.running_per_batch.get(batch, 0) >= request["batch_workers"]:
-                continue
-            started.append(index)
-            self.running_per_batch[batch] = self.running_per_batch.get(batch, 0) + 1
-            self._start(request)
-        for index in reversed(started):
-            del self.waiting[index]
+                return
+            limit = queue[0].get("batch_workers", SLOTS_PER_BLOCK) if batch is not None else SLOTS_PER_BLOCK
+            while queue and self.free_slots and self.running_per_batch.get(batch, 0) < limit:
+                self.running_per_batch[batch] = self.running_per_batch.get(batch, 0) + 1
+                self._start(queue.popleft())
+            if not queue:
+                del self.waiting[batch]
 
     def _start(self, request: dict[str, Any]) -> None:
         slot = self.free_slots.pop()
@@ -219,11 +397,14 @@ class ForkServer:
             now = time.monotonic()
             run = _Run(request, slot, uid, workdir, now, now + float(request["timeout"]))
             run.stdin = memoryview(request["stdin"].encode("utf-8", errors="replace"))
-            self._fork(run)
+            self._spawn(run)
         except OSError as exc:  # e.g. out of memory or pids: this run fails, the server lives on
-            self.free_slots.append(slot)
-            self._batch_done(request)
-            self.send({"id": request["id"], "error": f"could not start the run: {exc}"})
+            self._start_failed(request, slot, exc)
+
+    def _start_failed(self, request: dict[str, Any], slot: int, exc: OSError) -> None:
+        self.free_slots.append(slot)
+        self._batch_done(request)
+        self.send({"id": request["id"], "error": f"could not start the run: {exc}"})
 
     def _batch_done(self, request: dict[str, Any]) -> None:
         batch = request.get("batch")
@@ -231,46 +412,74 @@ class ForkServer:
         if not self.running_per_batch[batch]:
             del self.running_per_batch[batch]
 
-    def _fork(self, run: _Run) -> None:
-        stdin_r, stdin_w = os.pipe()
-        stdout_r, stdout_w = os.pipe()
-        stderr_r, stderr_w = os.pipe()
+    def _spawn(self, run: _Run) -> None:
+        """Ask the zygote to fork the run's process; its pid comes back later (``_spawned``)."""
+        assert self.zygote is not None
         timeout = float(run.request["timeout"])
-        limits = Limits(
-            cpu_seconds=max(1, int(timeout) + 1),
-            memory_mb=int(run.request["memory_mb"]),
-            max_processes=int(run.request["max_processes"]),
-        )
-        host_netns = self.host_netns if not run.request["isolate_network"] else None
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child; coverage cannot follow it
-            try:
-                os.dup2(stdin_r, 0)
-                os.dup2(stdout_w, 1)
-                os.dup2(stderr_w, 2)
-                confine_current_process(limits, run.uid, run.workdir, host_netns)
-                os.closerange(3, 1 << 16)
-            except BaseException as exc:  # report any setup failure, then exit
-                with contextlib.suppress(BaseException):
-                    os.write(2, f"sandbox setup failed: {exc!r}\n".encode())
-                os._exit(SETUP_FAILED)
-            run_program(run.request["code"], run.workdir)
-        for fd in (stdin_r, stdout_w, stderr_w):
-            os.close(fd)
+        code = run.request["code"].encode("utf-8", errors="replace")
+        mine: list[int] = []  # the server's ends of the pipes
+        theirs: list[int] = []  # the code and the child's ends, for the zygote
+        try:
+            code_fd = os.memfd_create("main.py", os.MFD_CLOEXEC)
+            theirs.append(code_fd)
+            view = memoryview(code)
+            while view:
+                view = view[os.write(code_fd, view):]
+            for child_reads in (True, False, False):  # stdin, stdout, stderr
+                read_end, write_end = os.pipe()
+                theirs.append(read_end if child_reads else write_end)
+                mine.append(write_end if child_reads else read_end)
+            message = SPAWN.pack(
+                b"S", -1 if run.uid is None else run.uid, max(1, int(timeout) + 1), int(run.request["memory_mb"]),
+                int(run.request["max_processes"]), len(code),
+                self.host_netns is not None and not run.request["isolate_network"]) + run.workdir.encode()
+            self.zygote.send(message, theirs)
+        except BaseException:
+            for fd in mine:
+                os.close(fd)
+            raise
+        finally:
+            for fd in theirs:  # the zygote has its own copies now (or the run failed)
+                os.close(fd)
+        run.fds = {"in": mine[0], "out": mine[1], "err": mine[2]}
+        self.expected.append(("spawn", run))
+
+    def _spawned(self, run: _Run, reply: bytes) -> None:
+        """The zygote's answer to a spawn request: the run's pid, or why not."""
+        (_, pid) = PID.unpack(reply)
+        if pid <= 0:
+            for fd in run.fds.values():
+                os.close(fd)
+            run.fds = {}
+            self._reset_workdir(run)
+            self._start_failed(run.request, run.slot, OSError(-pid, os.strerror(-pid)))
+            return
         run.pid = pid
-        run.pidfd = os.pidfd_open(pid)
-        run.fds = {"out": stdout_r, "err": stderr_r}
-        for name, fd in run.fds.items():
+        run.pidfd = os.pidfd_open(pid)  # the zygote reaps it only when told to, so it is still there
+        for name in ("out", "err"):
+            fd = run.fds[name]
             os.set_blocking(fd, False)
             self.selector.register(fd, selectors.EVENT_READ, (run, name))
         if run.stdin:
-            os.set_blocking(stdin_w, False)
-            run.fds["in"] = stdin_w
-            self.selector.register(stdin_w, selectors.EVENT_WRITE, (run, "in"))
+            os.set_blocking(run.fds["in"], False)
+            self.selector.register(run.fds["in"], selectors.EVENT_WRITE, (run, "in"))
         else:
-            os.close(stdin_w)
+            os.close(run.fds.pop("in"))
         self.selector.register(run.pidfd, selectors.EVENT_READ, (run, "exit"))
-        self.runs[pid] = run
+        self.runs[run.slot] = run
+
+    def _on_zygote(self) -> None:
+        """Handle the zygote's answers that arrived, in the order of the requests."""
+        assert self.zygote is not None
+        while self.expected:
+            reply = self.zygote.receive(block=False)
+            if reply is None:
+                return
+            kind, run = self.expected.popleft()
+            if kind == "spawn":
+                self._spawned(run, reply)
+            else:
+                self._reaped(run, REAP.unpack(reply)[1])
 
     # -- while running ----------------------------------------------------------------
 
@@ -332,8 +541,14 @@ class ForkServer:
 
     def _finish(self, run: _Run) -> None:
         """The run's main process has exited (it is a zombie until reaped here)."""
+        run.duration = time.monotonic() - run.start
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(run.pid, signal.SIGKILL)
+        # The program is over: the batch's next run starts now, in another slot (so with
+        # another uid and working directory), and the zygote forks it while this one is
+        # cleaned up here.
+        self._batch_done(run.request)
+        self.start_waiting()
         for name in ("out", "err"):
             if name in run.fds:
                 self._read(run, name)
@@ -342,12 +557,16 @@ class ForkServer:
             self._close(run, name)
         self.selector.unregister(run.pidfd)
         os.close(run.pidfd)
-        del self.runs[run.pid]
-        _, status = os.waitpid(run.pid, 0)
-        duration = time.monotonic() - run.start
+        del self.runs[run.slot]
+        # The zygote reaps it (the process group is dead, so its id can be reused now);
+        # the result goes out when the wait status is back (``_reaped``).
+        assert self.zygote is not None
+        self.zygote.send(REAP.pack(b"R", run.pid), [])
+        self.expected.append(("reap", run))
+
+    def _reaped(self, run: _Run, status: int) -> None:
         self._reset_workdir(run)
         self.free_slots.append(run.slot)
-        self._batch_done(run.request)
         cap = int(run.request["max_output_bytes"])
         self.send({
             "id": run.request["id"],
@@ -356,7 +575,7 @@ class ForkServer:
             "returncode": os.waitstatus_to_exitcode(status),
             "timed_out": run.timed_out,
             "overflow": run.overflow,
-            "duration": duration,
+            "duration": run.duration,
             "network_isolated": self.network and bool(run.request["isolate_network"]),
         })
         self.start_waiting()
@@ -422,14 +641,22 @@ class ForkServer:
             (size,) = HEADER.unpack_from(self.buffer)
             if len(self.buffer) < HEADER.size + size:
                 break
-            self.waiting.append(json.loads(self.buffer[HEADER.size:HEADER.size + size]))
+            request = json.loads(self.buffer[HEADER.size:HEADER.size + size])
+            self.waiting.setdefault(request.get("batch"), deque()).append(request)
             del self.buffer[:HEADER.size + size]
         self.start_waiting()
         return True
 
+    def start_zygote(self) -> None:
+        """Fork the zygote (call after the warm imports and ``gc.freeze()``)."""
+        self.zygote = _Zygote.start(self.host_netns, (self.control_in, self.control_out, self.selector.fileno()))
+        self.selector.register(self.zygote.socket, selectors.EVENT_READ, "zygote")
+        self.selector.register(self.zygote.pidfd, selectors.EVENT_READ, "zygote-exit")
+
     def serve(self) -> None:
         self.selector.register(self.control_in, selectors.EVENT_READ, None)
-        self.send({"pid": os.getpid(), "network": self.network, "block": self.block, "private_mounts": self.private})
+        self.send({"pid": os.getpid(), "network": self.network, "block": self.block, "private_mounts": self.private,
+                   "zygote": self.zygote.pid if self.zygote is not None else None})
         try:
             while True:
                 deadlines = [run.deadline for run in self.runs.values() if not run.killed]
@@ -439,36 +666,72 @@ class ForkServer:
                         if not self._on_control():
                             return
                         continue
+                    if key.data == "zygote":
+                        self._on_zygote()
+                        continue
+                    if key.data == "zygote-exit":
+                        raise ZygoteDied
                     run, name = key.data
-                    if self.runs.get(run.pid) is not run:
+                    if self.runs.get(run.slot) is not run:
                         continue  # finished earlier in this batch of events
                     if name == "exit":
                         self._finish(run)
                     elif name in run.fds:
                         self._on_io(run, name)
                 self._check_deadlines()
+        except ZygoteDied:
+            pass  # only a program running as the server's own uid (no root) can kill it
         finally:
-            for run in list(self.runs.values()):
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        """Kill every run and everything it left, whatever state the zygote is in: the
+        zygote is killed first, so that every run's process becomes the server's child."""
+        runs = list(self.runs.values()) + [run for _, run in self.expected]
+        if self.zygote is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.zygote.pid, signal.SIGKILL)
+            os.waitpid(self.zygote.pid, 0)
+            self.zygote = None
+        for run in runs:
+            if run.pid:
                 self._kill(run)
-                self._clean_leftovers(run)
-                os.waitpid(run.pid, 0)
-                self._reset_workdir(run)
+            elif run.uid is not None:
+                kill_uid_processes(run.uid)
+        for _ in range(200):
+            children = self._orphans()
+            if not children:
+                break
+            for pid in children:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            for run in runs:
+                if run.uid is not None:
+                    kill_uid_processes(run.uid)
+            time.sleep(0.002)
+            self._reap(children)
+        for run in runs:
+            self._reset_workdir(run)
 
 
 def run_program(source: str, workdir: str) -> None:  # pragma: no cover - runs in the child
     """Run ``source`` as ``__main__`` the way ``python -I main.py`` would (``__file__`` and
     ``sys.argv[0]`` name ``main.py`` in the working directory), then exit the
-    process. Called in the forked child after it was confined; never returns."""
-    import atexit
-    import builtins
-    import linecache
-    import threading
-    import types
+    process. Called in the forked child after it was confined; never returns.
 
-    for name, value in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
-        signal.signal(name, value)
-    path = os.path.join(workdir, "main.py")
-    os.environ.update({"HOME": workdir, "TMPDIR": workdir})  # the rest is SCRUBBED_ENV already
+    Written for a fresh child of the zygote, where the first touch of each page of the
+    interpreter's memory is a copy-on-write fault: what it needs is imported at module
+    level, and it calls C functions rather than their Python wrappers where that is the
+    same thing."""
+    # The C functions, with plain ints: ``signal.signal`` and ``os.environ.update`` go through
+    # enum and ABC machinery, whose first use in a child copies dozens of pages.
+    _signal.signal(SIGINT, _signal.default_int_handler)
+    _signal.signal(SIGTERM, _signal.SIG_DFL)
+    path = workdir + "/main.py"
+    os.environ["HOME"] = workdir  # the rest is SCRUBBED_ENV already
+    os.environ["TMPDIR"] = workdir
     tempfile.tempdir = None
     # The source is written to disk only if the program fails (creating a file costs about
     # 0.5 ms, a tenth of a typical check); ``inspect`` and ``warnings`` read it from here.
@@ -494,11 +757,21 @@ def run_program(source: str, workdir: str) -> None:  # pragma: no cover - runs i
             exc.__traceback__ = exc.__traceback__.tb_next
         # Python's hook reads the source lines of the report from disk: write the program
         # now, on the failure path only (it costs about 0.5 ms).
-        with contextlib.suppress(OSError), open(path, "x", encoding="utf-8") as handle:
-            handle.write(source)
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                data = memoryview(source.encode("utf-8"))
+                while data:
+                    data = data[os.write(fd, data):]
+            finally:
+                os.close(fd)
         sys.excepthook(type(exc), exc, exc.__traceback__)
     try:
-        threading._shutdown()  # type: ignore[attr-defined]  # wait for non-daemon threads, as Python does
+        # Wait for non-daemon threads and run threading's exit hooks, as Python does; with
+        # no other thread alive and no hook of threading's or the program's, it would only
+        # mark the main thread stopped, which nothing could see.
+        if _thread._count() or threading._threading_atexits or atexit._ncallbacks() > _ATEXIT_INHERITED:
+            threading._shutdown()  # type: ignore[attr-defined]
         atexit._run_exitfuncs()
     except SystemExit as exc:
         code = _exit_code(exc)
@@ -543,4 +816,9 @@ def main(argv: list[str]) -> None:
     # from touching (and copying) the server's pages.
     gc.collect()
     gc.freeze()
+    try:
+        server.start_zygote()
+    except OSError as exc:
+        os.write(control_out, encode_frame({"fatal": f"could not start the zygote: {exc}"}))
+        return
     server.serve()

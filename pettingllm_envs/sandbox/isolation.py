@@ -68,6 +68,7 @@ SANDBOX_UIDS = range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + SLOTS_PER_BLOCK * UID_
 WORKDIR_SIZE = "64m"
 
 IS_ROOT = os.geteuid() == 0
+SIGKILL = int(signal.SIGKILL)  # a plain int: the enum's machinery is costly in a fresh child
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,10 @@ def _check(ret: int, what: str) -> None:
 
 
 def prctl(option: int, value: int) -> None:
-    _check(_libc().prctl(option, ctypes.c_ulong(value), 0, 0, 0), f"prctl({option})")
+    # Plain ints (libffi widens them to the registers' 64 bits), and no message unless it
+    # failed: this runs in every fresh child, where each touched page is a copy.
+    if _libc().prctl(option, value, 0, 0, 0) != 0:
+        _check(-1, f"prctl({option})")
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
@@ -214,7 +218,7 @@ def confine_current_process(limits: Limits, uid: int | None, workdir: str, host_
         os.setresgid(SANDBOX_GID, SANDBOX_GID, SANDBOX_GID)
         os.setresuid(uid, uid, uid)
     # After the uid change (which clears it): die with the fork server, whatever kills it.
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    prctl(PR_SET_PDEATHSIG, SIGKILL)
     memory = limits.memory_mb * 1024 * 1024
     file_size = limits.file_size_mb * 1024 * 1024
     for name, value in (
