@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from pettingllm_envs.core import ActionResult
+
 #: Move letter -> (row delta, col delta); row 0 is the top of the grid.
 MOVES: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 #: Accepted spellings (upper-cased) of each move.
@@ -43,3 +45,12 @@ def parse_moves(text: str, *, require_prefix: bool) -> tuple[list[str] | None, s
     if not moves:
         return None, "the move list is empty"
     return moves, None
+
+
+def describe_moves(result: ActionResult) -> str:
+    """One line about a move action for the history view: the moves and why they were penalised."""
+    parsed = result.parsed if isinstance(result.parsed, dict) else {}
+    text = f"moves {parsed['moves']}" if "moves" in parsed else "no moves"
+    if result.invalid_reason:
+        text += f" ({'invalid' if not result.valid else 'penalised'}: {result.invalid_reason})"
+    return text

@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
 from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program, team_history_lines
-from pettingllm_envs.planning.moves import MOVES, parse_moves
+from pettingllm_envs.planning.moves import MOVES, describe_moves, parse_moves
 
 
 @dataclass(frozen=True)
@@ -257,7 +257,7 @@ class raw_env(TextAECEnv[Maze]):
             f"Walker at (row, col) = {self.position}; goal at {maze.goal}. "
             f"Turn {self.turn + 1} of {self.config.max_turns}; {self.steps_taken} moves made so far.",
         ]
-        parts.extend(team_history_lines(self, agent, describe))
+        parts.extend(team_history_lines(self, agent, describe_moves))
         return "\n".join(parts)
 
     def render_state(self) -> str:
@@ -266,14 +266,6 @@ class raw_env(TextAECEnv[Maze]):
 
 def maze_area(maze: Maze) -> int:
     return len(maze.grid) * len(maze.grid[0])
-
-
-def describe(result: ActionResult) -> str:
-    parsed = result.parsed if isinstance(result.parsed, dict) else {}
-    text = f"moves {parsed['moves']}" if "moves" in parsed else "no moves"
-    if result.invalid_reason:
-        text += f" (invalid: {result.invalid_reason})"
-    return text
 
 
 def env(**config) -> TextAECEnv:

@@ -51,7 +51,7 @@ from typing import Any, ClassVar
 
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
 from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program, team_history_lines
-from pettingllm_envs.planning.moves import MOVES, parse_moves
+from pettingllm_envs.planning.moves import MOVES, describe_moves, parse_moves
 
 Cell = tuple[int, int]
 #: Rooms tried per instance before the config is declared impossible (instead of looping forever).
@@ -507,7 +507,7 @@ class raw_env(TextAECEnv[Level]):
         ]
         if self.deadlock is not None:
             parts.append(f"The box at {self.deadlock} is deadlocked: the level can no longer be solved.")
-        parts.extend(team_history_lines(self, agent, describe))
+        parts.extend(team_history_lines(self, agent, describe_moves))
         return "\n".join(parts)
 
     def render_state(self) -> str:
@@ -526,14 +526,6 @@ def _state_json(sim: Simulation) -> dict[str, Any]:
         "boxes": [list(box) for box in sim.boxes],
         "deadlock": list(sim.deadlock) if sim.deadlock is not None else None,
     }
-
-
-def describe(result: ActionResult) -> str:
-    parsed = result.parsed if isinstance(result.parsed, dict) else {}
-    text = f"moves {parsed['moves']}" if "moves" in parsed else "no moves"
-    if result.invalid_reason:
-        text += f" ({'invalid' if not result.valid else 'penalised'}: {result.invalid_reason})"
-    return text
 
 
 def env(**config) -> TextAECEnv:
