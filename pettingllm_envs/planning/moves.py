@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from pettingllm_envs.core import ActionResult
+from pettingllm_envs.core.tools import ToolEnvConfig, ToolRun, run_tool_program
 
 #: Move letter -> (row delta, col delta); row 0 is the top of the grid.
 MOVES: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
@@ -54,3 +55,16 @@ def describe_moves(result: ActionResult) -> str:
     if result.invalid_reason:
         text += f" ({'invalid' if not result.valid else 'penalised'}: {result.invalid_reason})"
     return text
+
+
+def run_move_program(text: str, config: ToolEnvConfig) -> tuple[list[str], ToolRun] | ActionResult:
+    """Run the tool's program and read the moves it printed: ``(moves, run)``, or the
+    penalised result when there is no code block, the program fails or prints no moves."""
+    run = run_tool_program(text, timeout=config.tool_timeout)
+    if run.failure is not None:
+        return run.failed_result(config)
+    moves, reason = parse_moves(run.stdout, require_prefix=False)
+    if moves is None:
+        return ActionResult(-config.format_penalty, valid=False, parsed={"code": run.code},
+                            invalid_reason=f"program output: {reason}", feedback=run.feedback)
+    return moves, run

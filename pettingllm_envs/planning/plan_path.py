@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
-from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program, team_history_lines
-from pettingllm_envs.planning.moves import MOVES, describe_moves, parse_moves
+from pettingllm_envs.core.tools import ToolEnvConfig, team_history_lines
+from pettingllm_envs.planning.moves import MOVES, describe_moves, parse_moves, run_move_program
 
 
 @dataclass(frozen=True)
@@ -180,15 +180,10 @@ class raw_env(TextAECEnv[Maze]):
         return self._apply_planner(text)
 
     def _apply_tool(self, text: str) -> ActionResult:
-        cfg = self.config
-        run = run_tool_program(text, timeout=cfg.tool_timeout)
-        if run.failure is not None:
-            return run.failed_result(cfg)
-        parsed = {"code": run.code}
-        moves, reason = parse_moves(run.stdout, require_prefix=False)
-        if moves is None:
-            return ActionResult(-cfg.format_penalty, valid=False, parsed=parsed,
-                                invalid_reason=f"program output: {reason}", feedback=run.feedback)
+        outcome = run_move_program(text, self.config)
+        if isinstance(outcome, ActionResult):
+            return outcome
+        moves, run = outcome
         score, end, _, illegal = self._score_moves(moves)
         parsed = {"code": run.code, "moves": "".join(moves), "simulated_end": list(end)}
         return ActionResult(score, valid=illegal is None, parsed=parsed, invalid_reason=illegal,
