@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -373,3 +375,20 @@ def test_traceback_shows_the_failing_source_line():
     assert not result.passed
     assert 'line 2, in <module>' in result.stderr
     assert "assert x == 2, 'x is not two'" in result.stderr and "AssertionError: x is not two" in result.stderr
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="private mounts (which cover /tmp) need root")
+def test_a_virtual_environment_under_tmp_stays_importable(tmp_path):
+    """The private mounts cover /tmp; interpreter paths below it must be mounted back."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
+                   check=True, timeout=120)
+    site = next(venv.glob("lib/python*/site-packages"))
+    (site / "probe_in_venv.py").write_text("VALUE = 42\n")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = ("from pettingllm_envs.sandbox import execute\n"
+              "r = execute('import probe_in_venv; print(probe_in_venv.VALUE)')\n"
+              "print(r.stdout.strip(), r.stderr[-300:])\n")
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True,
+                         timeout=120, cwd=repo)
+    assert out.stdout.startswith("42"), out.stdout + out.stderr

@@ -144,22 +144,26 @@ def private_mounts(readable: list[str]) -> bool:
     if _libc().unshare(CLONE_NEWNS) != 0:
         return False
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    covers = _blocking_ancestors(readable)
+    # Each cover: (tmpfs options, interpreter paths below it that must stay visible). The
+    # scratch directories are covered too, keeping what the interpreter needs (a virtual
+    # environment may live in /tmp).
+    covers = {cover: ("size=1m,mode=0755", paths) for cover, paths in _blocking_ancestors(readable).items()}
+    for scratch, options in (("/tmp", "size=1m,mode=0711"), ("/var/tmp", "size=16m,mode=1777"),
+                             ("/dev/shm", "size=16m,mode=1777")):
+        if os.path.isdir(scratch) and scratch not in covers:
+            covers[scratch] = (options, [p for p in readable if p.startswith(scratch + os.sep)])
     for cover in sorted(covers):
-        keep = sorted({p for p in covers[cover] if os.path.isdir(p)})
+        options, paths = covers[cover]
+        keep = sorted({p for p in paths if os.path.isdir(p)})
         keep = [p for p in keep if not any(p.startswith(q + os.sep) for q in keep if q != p)]
         # Hold each kept directory open: after the cover is mounted, /proc/self/fd/N still
         # reaches the original, and is bind-mounted back at the same path.
         held = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in keep]
-        _mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+        _mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, options)
         for path, fd in held:
             os.makedirs(path, exist_ok=True)
             _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
             os.close(fd)
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0711")
-    for scratch in ("/var/tmp", "/dev/shm"):
-        if os.path.isdir(scratch):
-            _mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777")
     return True
 
 
