@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.degenerate_groups [--steps 12] [--g 8] [--seeds 0 1] [--out-dir DIR]``
 
-One command runs the experiment of DESIGN §5 / seed 000 on the tiny offline model:
+One command runs the experiment of docs/design.md §5 on the tiny offline model:
 
 1. **Warm start.** The tiny model has random weights and would never write ``\\boxed{}``,
    so every group would be degenerate in both conditions. A short supervised warm-up on

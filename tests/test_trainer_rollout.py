@@ -1,4 +1,4 @@
-"""Rollout tests: one regression test per trap of DESIGN.md §4, on real envs.
+"""Rollout tests: one regression test per trap of docs/design.md §4, on real envs.
 
 The deterministic sampler below is a real policy (a function from prompts to texts), so
 every expectation is exact; one test also runs the tiny LLM end to end.

@@ -34,7 +34,7 @@ Aggregation = Literal["token_mean", "sequence_mean", "dr_grpo"]
 Regime = Literal["shared", "per_role"]
 GenerationBackend = Literal["transformers", "vllm"]
 
-#: Instruction variants of the prompt-conditioned mode (DESIGN §5, seed 000): each names a
+#: Instruction variants of the prompt-conditioned mode (docs/design.md §5): each names a
 #: different *strategy*, so rollouts of one question disagree in approach, not only in tokens.
 DEFAULT_PROMPT_VARIANTS = ("set up an equation", "estimate and check", "work backwards", "write and run code")
 
@@ -49,7 +49,7 @@ class TrainConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Passed to ``pettingllm_envs.make(env, **env_kwargs)`` (e.g. ``{max_turns: 2, alpha: 0.5}``)."""
     split: str = "train"
-    """Split the training problems come from; keep ``test`` for evaluation (DESIGN trap 6)."""
+    """Split the training problems come from; keep ``test`` for evaluation (docs/design.md trap 6)."""
     problems_per_step: int = 2
     """Distinct problems per step. Problem ids are ``step * problems_per_step + j`` so that a
     resumed run sees the same problems as an uninterrupted one."""
@@ -84,7 +84,7 @@ class TrainConfig:
     group_by: GroupBy = "problem_agent_turn"
     """Group key for advantages. ``problem_agent_turn`` is AT-GRPO's (every sample in a group has
     the same prompt, GRPO's assumption); ``problem_agent`` and ``problem`` pool turns or agents as
-    ablations. Every key contains the problem: groups never mix problems (DESIGN trap 3)."""
+    ablations. Every key contains the problem: groups never mix problems (docs/design.md trap 3)."""
     normalize: Normalize = "mean_std"
     """``mean_std``: (r - mean) / (std + eps) as GRPO (Shao et al. 2024); ``mean``: r - mean, which
     Dr. GRPO (Liu et al. 2025) argues removes a difficulty bias."""

@@ -1,6 +1,6 @@
 """Rollouts: AT-GRPO's tree-structured best-of-N, and N independent episodes.
 
-Tree mode, exactly as DESIGN.md §4 (Zhao et al. 2025)::
+Tree mode, exactly as docs/design.md §4 (Zhao et al. 2025)::
 
     S = env reset with the problem's seed
     for turn t, for each agent a in turn order (until S terminates):
@@ -118,7 +118,7 @@ def acting_reward(env: AECEnv, agent: str) -> tuple[float, float | None, float |
 
 
 def episode_success(env: AECEnv) -> bool:
-    """``infos[agent]["success"]`` of any agent (DESIGN §2)."""
+    """``infos[agent]["success"]`` of any agent (docs/design.md §2)."""
     return any(bool(info.get("success", False)) for info in env.infos.values())
 
 

@@ -1,6 +1,6 @@
 """Self-consistency evaluation (Wang et al. 2023): sample G chains, majority-vote the answer.
 
-The baseline that prompt-conditioned training must beat (seed 000, §6). For the first role's
+The baseline that prompt-conditioned training must beat (docs/design.md §5). For the first role's
 first action of every test problem it reports
 
 * ``single``: the accuracy of one sampled chain (the mean over the G chains, an unbiased

@@ -1,11 +1,11 @@
-"""Prompt-conditioned shared-weight agents (DESIGN §5, seed 000) and logit-averaging decoding.
+"""Prompt-conditioned shared-weight agents (docs/design.md §5) and logit-averaging decoding.
 
 **Training mode.** K instruction variants ("set up an equation", "estimate and check", ...)
 condition the G rollouts of each question on *one* shared model: rollout i is sampled from
 the question's prompt with variant ``i mod K`` added to the system message. The GRPO group
 is still the question (all G completions, every variant): per-variant normalisation would
 make each variant beat only its own average and throw away the comparison between strategies
-(seed 000, §4.4). The point of the variants is to decorrelate the group: under independence
+(docs/design.md §5). The point of the variants is to decorrelate the group: under independence
 Pr[degenerate] = p^G + (1-p)^G, and temperature-only rollouts, which share one strategy,
 succeed or fail together more often than that. The mode acts on the first role's first
 turn of any env (for ``math_v0``: the reasoner's first answer), one env step per rollout.

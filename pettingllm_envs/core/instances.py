@@ -4,7 +4,7 @@ Instance ``index`` of a split is drawn from ``random.Random(data_seed + index)``
 Which split an instance belongs to is decided by a hash of its *content* (its
 canonical key), not by its index: two different seeds that happen to generate the
 same puzzle always land in the same split, so train and test can never share a puzzle
-(trap 6 of DESIGN.md: overlapping splits).
+(trap 6 of docs/design.md: overlapping splits).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ The base class owns everything PettingZoo checks: agent bookkeeping, the AEC tur
 order, reward accumulation, termination and truncation at ``max_turns``, infos,
 seeding through ``np_random``, and a cheap ``deepcopy``.
 
-Semantics (DESIGN.md §3):
+Semantics (docs/design.md §3):
 
 * A *turn* is every role acting once, in ``roles`` order. ``task_view`` of a later role
   is built after the earlier roles of the same turn acted, so it can show their output.

@@ -84,7 +84,7 @@ def team_history_lines(
 ) -> list[str]:
     """The shared part of a tool-team observation: one line per action of earlier turns and,
     for roles acting after the tool in this turn, the tool's program, result and output
-    (same-turn visibility, DESIGN §3)."""
+    (same-turn visibility, docs/design.md §3)."""
     lines = []
     past = [record for record in env.history if record.turn < env.turn]
     if past:

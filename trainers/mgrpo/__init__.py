@@ -1,1 +1,1 @@
-"""M-GRPO (DESIGN.md §6): hierarchical advantages, trajectory alignment, decoupled trainers."""
+"""M-GRPO (docs/design.md §6): hierarchical advantages, trajectory alignment, decoupled trainers."""
