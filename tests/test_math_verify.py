@@ -227,3 +227,48 @@ def test_verify_without_math_verify_uses_the_fallback(monkeypatch):
 )
 def test_fallback_without_math_verify(answer, gold, expected):
     assert _verify_fallback(normalize_answer(answer), normalize_answer(gold)) is expected
+
+
+# ------------------------------------------------------ time bound, any thread
+#: Answers whose comparison ran for minutes (or for ever) in a worker thread before the
+#: comparison moved to a killable child process: SymPy expands or evaluates them exactly.
+UNBOUNDED_ANSWERS = [
+    "\\boxed{(x+1)^{5000}}",
+    "\\boxed{\\binom{10^9}{5*10^8}}",
+    "\\boxed{(10^{10})!}",
+    "\\boxed{\\sqrt{2}^{\\sqrt{2}^{99999}}}",
+    "\\boxed{\\Gamma(99999999)}",
+    "\\boxed{9^{9^{9^9}}}",
+    "\\boxed{99999999!}",
+    "\\boxed{10^{10^{10}}}",
+]
+
+
+@pytest.mark.slow
+def test_huge_answers_are_bounded_in_worker_threads():
+    """The evaluation suite verifies in threads, where math-verify's alarms do nothing: every
+    answer must still come back (False) within the bounded comparison's wall-clock limit."""
+    from pettingllm_envs.math.bounded import MAX_WORKERS, WALL_SECONDS
+
+    results: dict[str, bool] = {}
+    threads = [threading.Thread(target=lambda a=a: results.__setitem__(a, verify(a, "42")), daemon=True)
+               for a in UNBOUNDED_ANSWERS]
+    start = time.monotonic()
+    for thread in threads:
+        thread.start()
+    guard = 10.0 + WALL_SECONDS * -(-len(threads) // MAX_WORKERS)  # worker start-up + one limit per wave
+    for thread in threads:
+        thread.join(max(0.0, guard - (time.monotonic() - start)))
+    assert not any(thread.is_alive() for thread in threads), f"verify hung for {guard:.0f} s in a thread"
+    assert results == dict.fromkeys(UNBOUNDED_ANSWERS, False)
+    assert verify("x^2+2x+1", "(x+1)^2")  # the pool still answers afterwards
+
+
+def test_an_overrunning_comparison_is_killed_and_the_pool_recovers():
+    from pettingllm_envs.math import bounded
+
+    start = time.monotonic()
+    # the restricted parser has no alarm at all: only killing the child stops it
+    assert bounded.bounded_symbolic_equal("(x+1)^{999}", "x^{999}+1", False, seconds=1.0) is None
+    assert time.monotonic() - start < 5.0
+    assert bounded.bounded_symbolic_equal("x^2+2x+1", "(x+1)^2", False) is True

@@ -98,7 +98,7 @@ def record_to_problem(record: Mapping[str, Any], fmt: Format = "auto", source: s
 def _level(value: Any) -> int | None:
     """``3``, ``"3"`` or MATH's ``"Level 3"`` -> 3; anything else -> None."""
     text = str(value).removeprefix("Level").strip() if value is not None else ""
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None  # int("³") raises
 
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

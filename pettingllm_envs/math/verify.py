@@ -25,28 +25,27 @@
 
 ``verify`` never raises: junk, huge or deeply nested input gives ``False``. Inputs longer
 than :data:`MAX_PARSE_CHARS` after extraction, and expressions with nested or huge
-exponents (``9^{9^{9}}``), are compared as normalised text only, because evaluating them
-could take unbounded time in C code that no timeout can interrupt.
+exponents (``9^{9^{9}}``), are compared as normalised text only.
 
-Timeouts: math-verify guards each parse and comparison with ``signal.alarm``, which only
-works in the main thread. In the main thread ``verify`` uses it (and re-arms any alarm the
-caller had pending, since math-verify cancels it); in other threads it runs math-verify
-without the alarm and relies on the size and exponent guards above.
+Time bound, from any thread: step 4 (the only step that can take unbounded time: SymPy
+expanding ``(x+1)^{5000}`` or evaluating ``(10^{10})!`` exactly) runs in a child process
+(:mod:`.bounded`) that is killed after :data:`~.bounded.WALL_SECONDS`; an answer whose
+comparison overruns is wrong. math-verify's own ``signal.alarm`` timeouts only work in a
+main thread, which the child's loop is; the caller's thread and its alarms are untouched.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import signal
-import threading
-import time
 from fractions import Fraction
 from typing import Any
 
 import sympy
 
-__all__ = ["MATH_VERIFY_AVAILABLE", "extract_boxed", "normalize_answer", "parse_number", "verify"]
+from pettingllm_envs.math.bounded import bounded_symbolic_equal
+
+__all__ = ["MATH_VERIFY_AVAILABLE", "extract_boxed", "normalize_answer", "parse_number", "symbolic_equal", "verify"]
 
 try:  # math-verify is the ``math`` extra; without it the restricted parser below is used.
     from math_verify import LatexExtractionConfig
@@ -63,7 +62,7 @@ REL_TOL = 1e-9
 MAX_ANSWER_CHARS = 2000
 #: Longest normalised answer that is parsed; longer ones are compared as text only.
 MAX_PARSE_CHARS = 400
-#: Seconds math-verify may spend on one parse or comparison (main thread only).
+#: Seconds math-verify may spend on one parse or comparison (in the comparison process).
 TIMEOUT_SECONDS = 2
 
 # math-verify logs a warning per timeout and a one-off warning when timeouts are disabled;
@@ -204,11 +203,19 @@ def _verify(answer: str, gold: str) -> bool:
         return _numbers_equal(num_answer, num_gold)
     if not (_parseable(norm_answer) and _parseable(norm_gold)):
         return False
-    if MATH_VERIFY_AVAILABLE:
-        outcome = _verify_math_verify(norm_answer, norm_gold)
+    return bool(bounded_symbolic_equal(norm_answer, norm_gold, MATH_VERIFY_AVAILABLE))
+
+
+def symbolic_equal(answer: str, gold: str, use_math_verify: bool = MATH_VERIFY_AVAILABLE) -> bool:
+    """Step 4 on two normalised answers: math-verify's verdict, else the restricted parser's.
+
+    Unbounded in time: :func:`verify` calls it only through :mod:`.bounded`'s child process.
+    """
+    if use_math_verify:
+        outcome = _verify_math_verify(answer, gold)
         if outcome is not None:
             return outcome
-    return _verify_fallback(norm_answer, norm_gold)
+    return _verify_fallback(answer, gold)
 
 
 def _parseable(text: str) -> bool:
@@ -218,21 +225,14 @@ def _parseable(text: str) -> bool:
 
 # ------------------------------------------------------------------ math-verify
 def _verify_math_verify(answer: str, gold: str) -> bool | None:
-    """math-verify's verdict, or None when it could not parse one of the sides."""
-    in_main = threading.current_thread() is threading.main_thread()
-    seconds = TIMEOUT_SECONDS if in_main else None
-    pending = signal.alarm(0) if in_main else 0
-    started = time.monotonic()
-    try:
-        config = [LatexExtractionConfig(boxed_match_priority=0)]
-        parsed_gold = mv_parse(f"${gold}$", extraction_config=config, parsing_timeout=seconds)
-        parsed_answer = mv_parse(f"${answer}$", extraction_config=config, parsing_timeout=seconds)
-        if not _has_sympy(parsed_gold) or not _has_sympy(parsed_answer):
-            return None
-        return bool(mv_verify(parsed_gold, parsed_answer, timeout_seconds=seconds))
-    finally:
-        if pending:  # give the caller back its alarm, minus the time spent here
-            signal.alarm(max(1, pending - int(time.monotonic() - started)))
+    """math-verify's verdict, or None when it could not parse one of the sides. Its timeouts
+    are ``signal.alarm``, so they apply in a main thread only (the comparison process's)."""
+    config = [LatexExtractionConfig(boxed_match_priority=0)]
+    parsed_gold = mv_parse(f"${gold}$", extraction_config=config, parsing_timeout=TIMEOUT_SECONDS)
+    parsed_answer = mv_parse(f"${answer}$", extraction_config=config, parsing_timeout=TIMEOUT_SECONDS)
+    if not _has_sympy(parsed_gold) or not _has_sympy(parsed_answer):
+        return None
+    return bool(mv_verify(parsed_gold, parsed_answer, timeout_seconds=TIMEOUT_SECONDS))
 
 
 def _has_sympy(parsed: list[Any]) -> bool:
