@@ -272,3 +272,28 @@ def test_an_overrunning_comparison_is_killed_and_the_pool_recovers():
     assert bounded.bounded_symbolic_equal("(x+1)^{999}", "x^{999}+1", False, seconds=1.0) is None
     assert time.monotonic() - start < 5.0
     assert bounded.bounded_symbolic_equal("x^2+2x+1", "(x+1)^2", False) is True
+
+
+@pytest.mark.parametrize(
+    "hedge",
+    [
+        "x=41 \\text{ or } x=42",  # math-verify read this as Eq(x, 41x) & Eq(41x, 42), equal to 42
+        "x=41, x=42",
+        "41 \\text{ or } 42",
+        "41 or 42",
+        "42 \\approx 43",  # math-verify read this as 42
+        "42 \\text{ or more}",
+        "41 \\lor 42",
+        "42 \\pm 1",
+        "\\{41, 42\\}",
+        "41, 42, 43",
+    ],
+)
+def test_hedged_or_enumerated_answers_are_never_right(hedge):
+    assert verify(hedge, "42") is False
+    assert verify(f"\\boxed{{{hedge}}}", "42") is False
+
+
+def test_relations_compare_whatever_their_spelling():
+    assert verify("x \\leq 3", "x \\le 3") and verify("y = 1+2x", "y=2x+1")
+    assert verify("5\\text{ cm}", "5") and verify("42 \\text{ apples}", "42")

@@ -81,6 +81,20 @@ SHORT_UNITS = frozenset({
     "lb", "lbs", "oz", "mph", "kmh", "sq", "deg", "pt", "pts",
 })
 NESTED_POWER = re.compile(r"\^\s*\{[^{}]*\^|\^\s*\(?\s*[+-]?[\d.]+\s*\)?\s*\^|\^\s*\{?\s*[+-]?\d{6,}|\d{4,}\s*!")
+#: Relations and connectives. An answer must hold the same ones as the gold answer, so that a
+#: hedge (``41 \text{ or } 42``, ``x=41, x=42``, ``42 \approx 43``) is never read as one of its parts.
+CONNECTIVE = re.compile(
+    r"\b(?:or|and)\b|\\(?:lor|land|vee|wedge|approx|sim|simeq|cong|equiv|neq|ne|leq|geq|le|ge|lt|gt|pm|mp)(?![A-Za-z])"
+    r"|[=<>≈≠≤≥±∨∧]"
+)
+#: Spellings of the same connective, mapped to one key (``<`` and ``>`` alike: ``x<3`` is ``3>x``).
+CONNECTIVE_KEYS = {
+    "\\leq": "<=", "\\le": "<=", "\\geq": "<=", "\\ge": "<=", "≤": "<=", "≥": "<=", "<": "<", ">": "<",
+    "\\lt": "<", "\\gt": "<", "\\neq": "!=", "\\ne": "!=", "≠": "!=", "≈": "\\approx", "±": "\\pm",
+    "\\lor": "or", "\\vee": "or", "∨": "or", "\\land": "and", "\\wedge": "and", "∧": "and",
+}
+#: Words in a ``\text{}`` that make it part of the answer, not a unit to drop.
+NOT_A_UNIT = re.compile(r"\b(?:or|and|to|than|more|less|least|most|not|none|no)\b", re.IGNORECASE)
 SPACING = re.compile(r"\\[,;:! ]|\\quad|\\qquad|\\displaystyle|\\left|\\right|~")
 
 
@@ -126,12 +140,15 @@ def normalize_answer(text: str) -> str:
 
 
 def _strip_units(text: str) -> str:
-    """Drop a unit after a number: ``5\\text{ cm}``, ``18 dollars``, ``60 km/h``, ``3 m``."""
-    wrapped = TEXT_WRAPPER.search(text)
-    if wrapped and NUMBER.search(text[: wrapped.start()]):
-        text = TEXT_WRAPPER.sub("", text).strip()
-    elif wrapped:
-        text = TEXT_WRAPPER.sub(r"\1", text).strip()
+    """Drop a unit after a number: ``5\\text{ cm}``, ``18 dollars``, ``60 km/h``, ``3 m``.
+    Only a trailing ``\\text{}`` after a number is a unit; any other is unwrapped (its words stay)."""
+    wrappers = list(TEXT_WRAPPER.finditer(text))
+    if wrappers:
+        last = wrappers[-1]
+        if (last.end() == len(text) and NUMBER.search(text[: last.start()])
+                and NOT_A_UNIT.search(last.group(1)) is None):
+            text = text[: last.start()]
+        text = TEXT_WRAPPER.sub(r" \1 ", text).strip()
     match = UNIT_WORD.match(text)
     if match is None:
         return text
@@ -203,6 +220,8 @@ def _verify(answer: str, gold: str) -> bool:
         return _numbers_equal(num_answer, num_gold)
     if not (_parseable(norm_answer) and _parseable(norm_gold)):
         return False
+    if _connectives(norm_answer) != _connectives(norm_gold):
+        return False
     return bool(bounded_symbolic_equal(norm_answer, norm_gold, MATH_VERIFY_AVAILABLE))
 
 
@@ -216,6 +235,11 @@ def symbolic_equal(answer: str, gold: str, use_math_verify: bool = MATH_VERIFY_A
         if outcome is not None:
             return outcome
     return _verify_fallback(answer, gold)
+
+
+def _connectives(text: str) -> list[str]:
+    """The relations and connectives of ``text``, each spelling mapped to one key, sorted."""
+    return sorted(CONNECTIVE_KEYS.get(found.lower(), found.lower()) for found in CONNECTIVE.findall(text))
 
 
 def _parseable(text: str) -> bool:
