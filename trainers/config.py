@@ -143,7 +143,21 @@ class TrainConfig:
     device: str = "auto"
     """``auto`` (cuda when available, else cpu), ``cpu`` or ``cuda[:i]``."""
     dtype: str = "float32"
-    """Weights' dtype: ``float32`` (CPU and exact resume), ``bfloat16`` on GPUs."""
+    """Compute dtype. The trained weights and the AdamW state always stay float32 (master
+    weights: a bfloat16 weight cannot hold an update of lr ~1e-6, its spacing near 0.02 is
+    ~1e-4); ``bfloat16`` runs forwards and backwards under ``torch.autocast`` (GPUs; CPUs with
+    bf16 support). Frozen weights (the LoRA base, the KL reference) are stored in this dtype.
+    ``float16`` has no loss scaling here: prefer ``bfloat16``."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass instead of storing them
+    (transformers' ``gradient_checkpointing_enable``): activation memory of the update drops
+    from all layers to about one, for ~1/3 more compute. The update then scores prompt +
+    completion in one forward without the KV cache (a cache cannot be replayed)."""
+    logprob_chunk_size: int = 1024
+    """Completion tokens per LM-head chunk when scoring: per-token log-probs are computed as
+    ``logit[token] - logsumexp(logits)`` chunk by chunk (the chunk's logits recomputed in the
+    backward), so the ``[tokens, vocab]`` logits never exist at once (at a 152k vocabulary,
+    1024 tokens are 0.6 GB in float32). 0: one chunk, the whole batch (fastest for small vocabularies)."""
     generation_backend: GenerationBackend = "transformers"
     """``transformers``: sample with the trained model itself (any device, the default).
     ``vllm``: sample with a colocated vLLM engine on the GPU, its weights reloaded from the

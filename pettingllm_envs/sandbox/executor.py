@@ -31,6 +31,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
+from pettingllm_envs.sandbox.filesystem import PACKAGES_ENV, allowed_packages
 from pettingllm_envs.sandbox.forkserver import BOOTSTRAP, HEADER, SCRUBBED_ENV, encode_frame
 from pettingllm_envs.sandbox.isolation import SANDBOX_UID_BASE, SLOTS_PER_BLOCK
 
@@ -59,6 +60,17 @@ class ExecutionResult:
     network_isolated: bool
     """True when the program ran in a private network namespace (see the isolation module
     for when that is not possible)."""
+    filesystem_isolated: bool = False
+    """True when the program saw only the sandbox's filesystem view (root only; see the
+    filesystem module): no project sources, datasets or writable host directory."""
+    uid_isolated: bool = False
+    """True when the program ran under a uid of its own (root only)."""
+    pid_isolated: bool = False
+    """True when the program ran in a PID namespace of its own (root only)."""
+    ipc_isolated: bool = False
+    """True when the program ran in an IPC namespace of its own (root only)."""
+    syscalls_filtered: bool = False
+    """True when the seccomp filter was on (with or without root; see the seccomp module)."""
 
     @property
     def passed(self) -> bool:
@@ -74,9 +86,8 @@ class _Server:
     """One running fork server process and the runs in flight on it."""
 
     def __init__(self, preferred_block: int | None) -> None:
-        args = [sys.executable, "-I", "-B", "-c", BOOTSTRAP, _PACKAGE_PARENT]
-        if preferred_block is not None:
-            args.append(str(preferred_block))
+        config = {"block": preferred_block, "packages": list(allowed_packages(os.environ.get(PACKAGES_ENV)))}
+        args = [sys.executable, "-I", "-B", "-c", BOOTSTRAP, _PACKAGE_PARENT, json.dumps(config)]
         self.proc = subprocess.Popen(
             args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(SCRUBBED_ENV), close_fds=True, bufsize=0
         )
@@ -96,6 +107,12 @@ class _Server:
         self.network: bool = hello["network"]
         self.block: int | None = hello["block"]
         self.zygote: int | None = hello.get("zygote")
+        layers = hello.get("isolation", {})
+        #: The server-wide layers, as ExecutionResult fields (network is per run).
+        self.isolation: dict[str, bool] = {
+            "filesystem_isolated": bool(layers.get("filesystem")), "uid_isolated": bool(layers.get("uid")),
+            "pid_isolated": bool(layers.get("pid")), "ipc_isolated": bool(layers.get("ipc")),
+            "syscalls_filtered": bool(layers.get("syscalls"))}
         self.reader = threading.Thread(target=self._read_results, name="sandbox-forkserver-reader", daemon=True)
         self.reader.start()
 
@@ -222,6 +239,8 @@ class ServerInfo:
     zygote: int | None = None
     """The server's zygote, the process that forks each run (a child of the server; each
     run's process is the zygote's child until the server has it reaped)."""
+    isolation: dict[str, bool] | None = None
+    """The layers that hold for every run of this server, by ExecutionResult field name."""
 
 
 def fork_server_info() -> ServerInfo | None:
@@ -233,7 +252,7 @@ def fork_server_info() -> ServerInfo | None:
     if server.block is not None:
         first = SANDBOX_UID_BASE + server.block * SLOTS_PER_BLOCK
         uids = range(first, first + SLOTS_PER_BLOCK)
-    return ServerInfo(server.pid, server.network, uids, server.zygote)
+    return ServerInfo(server.pid, server.network, uids, server.zygote, dict(server.isolation))
 
 
 def _stop_reason(returncode: int | None, stderr: str, timed_out: bool, overflow: bool) -> str | None:
@@ -296,6 +315,7 @@ def _result(server: _Server, future: Future[dict[str, Any]], budget: float) -> E
         stop_reason=_stop_reason(returncode, message["stderr"], timed_out, bool(message["overflow"])),
         duration=float(message["duration"]),
         network_isolated=bool(message["network_isolated"]),
+        **server.isolation,
     )
 
 

@@ -17,22 +17,29 @@ memfd holding the program (``SCM_RIGHTS`` over a ``SOCK_SEQPACKET`` pair); the z
 answers with the run's pid, and later, when asked, reaps it and answers with its wait
 status. So the busy event loop no longer shares its pages with live children (each write
 to a shared page was a copy-on-write fault, about 270 per run) and no longer pays for the
-fork. A run's process is the zygote's child, but the server is a child subreaper (and
-the zygote is not), so every process a run leaves behind is still re-parented to the
-server, where it is seen (``/proc/self/task/<tid>/children``, less the zygote), killed
-and reaped before the run's result is sent. A run's main process is reaped (by the zygote,
-on the server's request) only after its process group was killed, so the group id cannot
-have been reused by then. The zygote dies with the server (``PR_SET_PDEATHSIG``), and the
-runs with the zygote; if the zygote dies first (only a program running as the server's
-own uid, i.e. without root, can kill it), the server kills every run and exits, and the
-client starts a new one.
+fork. The program's source reaches the run only through that memfd and its input only
+through its stdin pipe: neither the server's requests nor other runs' data are ever in the
+zygote's memory, so not in a run's.
+
+The zygote carries the seccomp filter (installed once, inherited by every run) and, when
+root, forks each run into a PID namespace of its own, whose end kills everything the run
+left. A run's process is the zygote's child, but the server is a child subreaper (and the
+zygote is not), so without PID namespaces every process a run leaves behind is still
+re-parented to the server, where it is seen (``/proc/self/task/<tid>/children``, less the
+zygote), killed and reaped before the run's result is sent. A run's main process is reaped
+(by the zygote, on the server's request) only after its process group was killed, so the
+group id cannot have been reused by then. The zygote dies with the server
+(``PR_SET_PDEATHSIG``), and the runs with the zygote; if the zygote dies first (only a
+program running as the server's own uid, i.e. without root, can kill it), the server kills
+every run and exits, and the client starts a new one.
 
 Frames (client -> server): ``{"id", "code", "stdin", "timeout", "memory_mb",
 "max_output_bytes", "max_processes", "isolate_network"}``, plus ``"batch"`` and
 ``"batch_workers"`` for the runs of one ``execute_many`` call: at most that many of their
 programs run at once (the next one starts as soon as a program's main process has exited,
 while what it left is cleaned up). Server -> client: first a hello
-``{"pid", "network", "block", "private_mounts", "zygote"}`` (or ``{"fatal": message}``), then one
+``{"pid", "network", "block", "zygote", "isolation"}`` (``isolation``: which of the layers
+``filesystem``, ``uid``, ``pid``, ``ipc``, ``syscalls`` hold; or ``{"fatal": message}``), then one
 ``{"id", "stdout", "stderr", "returncode", "timed_out", "overflow", "duration",
 "network_isolated"}`` per run. End of input (the parent closed the pipe or died) shuts
 the server down after killing every run.
@@ -54,7 +61,6 @@ import linecache
 import os
 import random
 import selectors
-import shutil
 import signal
 import socket
 import struct
@@ -67,22 +73,26 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from pettingllm_envs.sandbox import seccomp
+from pettingllm_envs.sandbox.filesystem import enter_view, mount_workdir, remove_tree, workdir_is_clean
 from pettingllm_envs.sandbox.isolation import (
+    CLONE_NEWIPC,
+    CLONE_NEWPID,
     IS_ROOT,
     PR_SET_CHILD_SUBREAPER,
+    PR_SET_DUMPABLE,
     PR_SET_PDEATHSIG,
+    SANDBOX_GID,
     SANDBOX_UID_BASE,
     SLOTS_PER_BLOCK,
     Limits,
+    _libc,
     claim_uid_block,
     confine_current_process,
-    interpreter_paths,
     isolate_network,
     kill_uid_processes,
-    mount_workdir,
+    namespace_works,
     prctl,
-    private_mounts,
-    remove_files_of,
     uid_processes,
 )
 
@@ -102,7 +112,8 @@ SCRUBBED_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 
-#: Started as ``python -I -B -c BOOTSTRAP PACKAGE_PARENT_DIR [PREFERRED_BLOCK]``. It makes
+#: Started as ``python -I -B -c BOOTSTRAP PACKAGE_PARENT_DIR CONFIG``, where ``CONFIG`` is
+#: ``{"block": preferred uid block or null, "packages": [allowed import names]}`` in JSON. It makes
 #: ``pettingllm_envs`` and ``pettingllm_envs.sandbox`` importable without running their
 #: ``__init__`` (which loads every env and its dependencies), keeping the server small.
 BOOTSTRAP = """
@@ -121,8 +132,9 @@ SIGINT, SIGTERM = int(signal.SIGINT), int(signal.SIGTERM)
 _ATEXIT_INHERITED = atexit._ncallbacks()
 HEADER = struct.Struct(">I")
 #: Server -> zygote: fork a run (fds: code memfd, stdin, stdout, stderr; then the working
-#: directory): kind, uid (-1: none), CPU seconds, memory MB, processes, code size, host network.
-SPAWN = struct.Struct("=ciiiii?")
+#: directory): kind, uid (-1: none), CPU seconds, memory MB, processes, code size, host
+#: network, new IPC namespace.
+SPAWN = struct.Struct("=ciiiii??")
 #: Server -> zygote: reap this pid (``R``); zygote -> server: its wait status (``W``).
 REAP = struct.Struct("=ci")
 FD_SIZE = array.array("i").itemsize
@@ -170,14 +182,16 @@ class _Zygote:
     only when the server asks (after killing its process group), so its pid stays valid;
     what a run leaves behind is still re-parented to the server, the child subreaper."""
 
-    def __init__(self, pid: int, sock: socket.socket) -> None:
+    def __init__(self, pid: int, sock: socket.socket, filtered: bool) -> None:
         self.pid = pid
         self.sock = sock
         self.socket = sock.fileno()
         self.pidfd = os.pidfd_open(pid)
+        self.filtered = filtered
+        """Whether the seccomp filter is installed on the zygote (so on every run)."""
 
     @classmethod
-    def start(cls, host_netns: int | None, close: tuple[int, ...]) -> _Zygote:
+    def start(cls, host_netns: int | None, pid_namespaces: bool, close: tuple[int, ...]) -> _Zygote:
         server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         server = os.getpid()
         pid = os.fork()
@@ -189,11 +203,18 @@ class _Zygote:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # die with the server, whatever kills it
                 if os.getppid() == server:
-                    zygote_loop(zygote_end, host_netns)
+                    own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY) if pid_namespaces else None
+                    # Once, here: every run inherits it (see the seccomp module for why not per run).
+                    zygote_end.send(b"F" if seccomp.install() else b"-")
+                    zygote_loop(zygote_end, host_netns, own_pid_namespace)
             finally:
                 os._exit(0)
         zygote_end.close()
-        return cls(pid, server_end)
+        try:
+            filtered = server_end.recv(1) == b"F"
+        except OSError:
+            filtered = False
+        return cls(pid, server_end, filtered)
 
     def send(self, message: bytes, fds: list[int]) -> None:
         try:
@@ -216,9 +237,15 @@ class _Zygote:
         return reply
 
 
-def zygote_loop(sock: socket.socket, host_netns: int | None) -> None:  # pragma: no cover - the zygote
+def zygote_loop(sock: socket.socket, host_netns: int | None,
+                own_pid_namespace: int | None) -> None:  # pragma: no cover - the zygote
     """Fork a run per spawn request, reap a run per reap request, until the server goes.
     Deliberately tiny: every page it writes between forks is copied once per live run.
+
+    With ``own_pid_namespace`` (an fd of the zygote's PID namespace), each run is forked into
+    a new PID namespace, as its init: ``unshare(CLONE_NEWPID)`` only sets the namespace of the
+    zygote's next child, and ``setns`` back to its own afterwards makes the next
+    ``unshare`` possible again (the kernel refuses a second one while they differ).
 
     Runs are forked with libc's ``fork()`` (called with the GIL held, as ``os.fork`` does)
     rather than ``os.fork``, which would also run ``PyOS_AfterFork_Child`` and the at-fork
@@ -246,11 +273,16 @@ def zygote_loop(sock: socket.socket, host_netns: int | None) -> None:  # pragma:
                 status = 255 << 8
             sock.send(REAP.pack(b"W", status))
             continue
-        pid = fork()
-        if pid < 0:
+        if own_pid_namespace is not None and _libc().unshare(CLONE_NEWPID) != 0:
             pid = -(ctypes.get_errno() or 1)
-        elif pid == 0:
-            run_child(message, fds, host_netns)
+        else:
+            pid = fork()
+            if pid < 0:
+                pid = -(ctypes.get_errno() or 1)
+            elif pid == 0:
+                run_child(message, fds, host_netns)
+            if own_pid_namespace is not None and _libc().setns(own_pid_namespace, CLONE_NEWPID) != 0:
+                os._exit(1)  # the next runs would land in this run's namespace: stop (the server sees it)
         for fd in fds:
             os.close(fd)
         sock.send(PID.pack(b"P", pid))
@@ -268,7 +300,7 @@ def run_child(message: bytes, fds: list[int], host_netns: int | None) -> None:  
         os.dup2(stdin_r, 0)
         os.dup2(stdout_w, 1)
         os.dup2(stderr_w, 2)
-        _, uid, cpu_seconds, memory_mb, max_processes, size, host_network = SPAWN.unpack_from(message)
+        _, uid, cpu_seconds, memory_mb, max_processes, size, host_network, new_ipc = SPAWN.unpack_from(message)
         workdir = message[SPAWN.size:].decode()
         chunks = []
         offset = 0
@@ -280,7 +312,8 @@ def run_child(message: bytes, fds: list[int], host_netns: int | None) -> None:  
             offset += len(chunk)
         source = b"".join(chunks).decode("utf-8")
         limits = Limits(cpu_seconds=cpu_seconds, memory_mb=memory_mb, max_processes=max_processes)
-        confine_current_process(limits, None if uid < 0 else uid, workdir, host_netns if host_network else None)
+        confine_current_process(limits, None if uid < 0 else uid, workdir, host_netns if host_network else None,
+                                new_ipc)
         os.closerange(3, 1 << 16)
     except BaseException as exc:  # report any setup failure, then exit
         with contextlib.suppress(BaseException):
@@ -292,7 +325,8 @@ def run_child(message: bytes, fds: list[int], host_netns: int | None) -> None:  
 class ForkServer:
     """The server's state and event loop (see the module docstring)."""
 
-    def __init__(self, control_in: int, control_out: int, preferred_block: int | None) -> None:
+    def __init__(self, control_in: int, control_out: int, preferred_block: int | None,
+                 packages: list[str]) -> None:
         self.control_in = control_in
         self.control_out = control_out
         self.buffer = bytearray()
@@ -308,16 +342,23 @@ class ForkServer:
         self.mounted: set[int] = set()  # slots whose working-directory tmpfs is mounted
         self.block: int | None = None
         self.block_lock = None
-        self.private = False
+        self.private = False  # the filesystem view (see the filesystem module)
         self.host_netns: int | None = None
+        self.pid_namespaces = False
+        self.ipc_namespaces = False
+        # A program running as this process's uid (no root) must not read or write its
+        # memory through /proc/<pid>/mem; the zygote inherits this with the memory.
+        prctl(PR_SET_DUMPABLE, 0)
         if IS_ROOT:
             claimed = claim_uid_block(preferred_block)
             if claimed is None:
                 raise RuntimeError("every block of sandbox uids is taken by other fork servers")
             self.block, self.block_lock = claimed
             self._sweep_block()
-            self.private = private_mounts(interpreter_paths())
+            self.private = enter_view(packages)
             self.host_netns = isolate_network()
+            self.pid_namespaces = namespace_works(CLONE_NEWPID)
+            self.ipc_namespaces = namespace_works(CLONE_NEWIPC)
         self.network = self.host_netns is not None
         self.children_path = f"/proc/{os.getpid()}/task/{os.getpid()}/children"
         prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -390,10 +431,12 @@ class ForkServer:
             if self.private and uid is not None:
                 workdir = f"/tmp/slot-{slot}"
                 if slot not in self.mounted:
-                    mount_workdir(workdir, uid)
+                    mount_workdir(workdir, uid, SANDBOX_GID)
                     self.mounted.add(slot)
             else:
                 workdir = tempfile.mkdtemp(prefix="pettingllm-sandbox-")
+                if uid is not None:  # root without the view: the slot's uid must be able to use it
+                    os.chown(workdir, uid, SANDBOX_GID)
             now = time.monotonic()
             run = _Run(request, slot, uid, workdir, now, now + float(request["timeout"]))
             run.stdin = memoryview(request["stdin"].encode("utf-8", errors="replace"))
@@ -401,8 +444,9 @@ class ForkServer:
         except OSError as exc:  # e.g. out of memory or pids: this run fails, the server lives on
             self._start_failed(request, slot, exc)
 
-    def _start_failed(self, request: dict[str, Any], slot: int, exc: OSError) -> None:
-        self.free_slots.append(slot)
+    def _start_failed(self, request: dict[str, Any], slot: int, exc: OSError, *, slot_reusable: bool = True) -> None:
+        if slot_reusable:
+            self.free_slots.append(slot)
         self._batch_done(request)
         self.send({"id": request["id"], "error": f"could not start the run: {exc}"})
 
@@ -432,7 +476,8 @@ class ForkServer:
             message = SPAWN.pack(
                 b"S", -1 if run.uid is None else run.uid, max(1, int(timeout) + 1), int(run.request["memory_mb"]),
                 int(run.request["max_processes"]), len(code),
-                self.host_netns is not None and not run.request["isolate_network"]) + run.workdir.encode()
+                self.host_netns is not None and not run.request["isolate_network"],
+                self.ipc_namespaces) + run.workdir.encode()
             self.zygote.send(message, theirs)
         except BaseException:
             for fd in mine:
@@ -451,8 +496,8 @@ class ForkServer:
             for fd in run.fds.values():
                 os.close(fd)
             run.fds = {}
-            self._reset_workdir(run)
-            self._start_failed(run.request, run.slot, OSError(-pid, os.strerror(-pid)))
+            self._start_failed(run.request, run.slot, OSError(-pid, os.strerror(-pid)),
+                               slot_reusable=self._reset_workdir(run))
             return
         run.pid = pid
         run.pidfd = os.pidfd_open(pid)  # the zygote reaps it only when told to, so it is still there
@@ -565,8 +610,8 @@ class ForkServer:
         self.expected.append(("reap", run))
 
     def _reaped(self, run: _Run, status: int) -> None:
-        self._reset_workdir(run)
-        self.free_slots.append(run.slot)
+        if self._reset_workdir(run):
+            self.free_slots.append(run.slot)
         cap = int(run.request["max_output_bytes"])
         self.send({
             "id": run.request["id"],
@@ -619,16 +664,29 @@ class ForkServer:
                 alive.add(pid)
         return alive
 
-    def _reset_workdir(self, run: _Run) -> None:
+    def _reset_workdir(self, run: _Run) -> bool:
+        """Leave the run's working directory empty for the slot's next run, whatever the
+        program left in it (a directory named like the source file, a tree deeper than any
+        recursion, unreadable directories, FIFOs, links...). Returns whether the slot can be
+        used again; a slot whose directory could not be emptied is retired, and the server
+        lives on with the others."""
         if self.private and run.uid is not None:
-            left = os.listdir(run.workdir)
-            if left == ["main.py"]:  # a failed program's source, written for its traceback
-                os.unlink(os.path.join(run.workdir, "main.py"))
-            elif left:  # a fresh tmpfs is quicker and surer than deleting a tree
-                mount_workdir(run.workdir, run.uid)
-            remove_files_of(run.uid)
-        else:
-            shutil.rmtree(run.workdir, ignore_errors=True)
+            try:
+                # Usually empty, or only the source a failed program wrote for its traceback.
+                if workdir_is_clean(run.workdir, "main.py"):
+                    return True
+            except OSError:
+                pass
+            try:  # a fresh tmpfs: quicker and surer than deleting whatever is there
+                mount_workdir(run.workdir, run.uid, SANDBOX_GID)
+            except OSError:
+                self.mounted.discard(run.slot)
+                return False
+            return True
+        # A fresh directory per run (the slot is reusable whatever happens to this one).
+        with contextlib.suppress(OSError):
+            remove_tree(run.workdir)
+        return True
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -649,14 +707,18 @@ class ForkServer:
 
     def start_zygote(self) -> None:
         """Fork the zygote (call after the warm imports and ``gc.freeze()``)."""
-        self.zygote = _Zygote.start(self.host_netns, (self.control_in, self.control_out, self.selector.fileno()))
+        self.zygote = _Zygote.start(self.host_netns, self.pid_namespaces,
+                                    (self.control_in, self.control_out, self.selector.fileno()))
         self.selector.register(self.zygote.socket, selectors.EVENT_READ, "zygote")
         self.selector.register(self.zygote.pidfd, selectors.EVENT_READ, "zygote-exit")
 
     def serve(self) -> None:
+        assert self.zygote is not None
         self.selector.register(self.control_in, selectors.EVENT_READ, None)
-        self.send({"pid": os.getpid(), "network": self.network, "block": self.block, "private_mounts": self.private,
-                   "zygote": self.zygote.pid if self.zygote is not None else None})
+        self.send({"pid": os.getpid(), "network": self.network, "block": self.block, "zygote": self.zygote.pid,
+                   "isolation": {"filesystem": self.private, "uid": self.block is not None,
+                                 "pid": self.pid_namespaces, "ipc": self.ipc_namespaces,
+                                 "syscalls": self.zygote.filtered}})
         try:
             while True:
                 deadlines = [run.deadline for run in self.runs.values() if not run.killed]
@@ -806,9 +868,9 @@ def main(argv: list[str]) -> None:
     os.close(devnull)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the parent's terminal is the parent's business
-    preferred = int(argv[0]) if argv and argv[0].isdigit() else None
+    config = json.loads(argv[0]) if argv else {}
     try:
-        server = ForkServer(control_in, control_out, preferred)
+        server = ForkServer(control_in, control_out, config.get("block"), list(config.get("packages", [])))
     except Exception as exc:  # tell the client why, then exit
         os.write(control_out, encode_frame({"fatal": f"{type(exc).__name__}: {exc}"}))
         return

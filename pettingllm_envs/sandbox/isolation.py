@@ -1,41 +1,51 @@
-"""The isolation layers of the sandbox, as plain functions on the calling process.
+"""The process-level isolation layers of the sandbox, as plain functions on the calling process.
 
 Two kinds of callers use them. The fork server (:mod:`pettingllm_envs.sandbox.forkserver`)
 sets up, **once at its start**, what is expensive to create and can be shared by every
-run: a private mount namespace and an empty network namespace. Each forked child then
-applies the cheap per-run layers with :func:`confine_current_process`. Creating the
-namespaces per run was measured at about 4 ms (mount) and 2 ms (network) on top of a
-1.6 ms fork, which would have cost most of the fork server's speed.
+run: the filesystem view (:mod:`pettingllm_envs.sandbox.filesystem`, a private mount
+namespace), an empty network namespace and an IPC namespace of its own. Its zygote installs
+the seccomp filter (:mod:`pettingllm_envs.sandbox.seccomp`) and forks each run into a new
+PID namespace; each run's process then applies the cheap per-run layers with
+:func:`confine_current_process`. Creating a mount namespace per run was measured at about
+4 ms and a network namespace at 2 ms (on top of a 1.6 ms fork), which would have cost most
+of the fork server's speed; a PID namespace costs about 40 us, an IPC namespace 50 us.
 
-Layers (each skipped where the OS refuses it, never silently weakened when it worked):
+Layers (each skipped where the OS refuses it, never silently weakened when it worked; every
+run reports which held, see ``ExecutionResult``):
 
 * a new session and process group per run, so the whole tree can be killed at once;
 * when root, a dedicated unprivileged uid per worker slot: the program cannot signal the
-  parent or the fork server, cannot read ``/proc/<pid>/environ`` of either, cannot write
-  the project's files, and every process it leaves behind is found and killed by uid.
-  Each fork server claims its own block of uids (an abstract-socket lock), so two
-  processes that both use the sandbox never share, or kill, each other's uids;
-* when root, a private mount namespace: ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are
-  fresh tmpfs mounts (``/tmp`` itself is not writable; each slot's working directory is
-  its own size-capped tmpfs, emptied after every run), and every directory the sandbox
-  uid could not traverse (such as ``/root`` under pyenv) is replaced by an empty tmpfs
-  that exposes only the interpreter and library paths;
+  parent or the fork server, cannot read ``/proc/<pid>/environ`` or memory of either,
+  cannot write the project's files, and every process it leaves behind is found and
+  killed by uid. Each fork server claims its own block of uids (an abstract-socket lock),
+  so two processes that both use the sandbox never share, or kill, each other's uids;
+* when root, a PID namespace per run whose init is the program: when it exits or is
+  killed, the kernel kills every process left in the namespace, however it was created
+  (``setsid``, double forks, ``clone(CLONE_PARENT)``), and the program cannot name, let
+  alone signal, a process outside it. The program sees ``os.getpid() == 1`` and
+  ``os.getppid() == 0``; as an init, it ignores signals it sends itself while their action
+  is the default (faults such as a segfault still kill it);
+* when root, an IPC namespace per run (SysV objects and POSIX message queues die with the
+  run), on top of the seccomp filter refusing those calls outright;
+* when root, the filesystem view (see :mod:`pettingllm_envs.sandbox.filesystem`);
 * when root, an empty network namespace (only a loopback interface, which is down):
   connecting anywhere, localhost included, fails with "network is unreachable";
+* with or without root, the seccomp filter (see :mod:`pettingllm_envs.sandbox.seccomp`);
 * resource limits: CPU seconds, address space, file size, processes, open files, no core.
 
-Network isolation fallback: without root (or where ``unshare(CLONE_NEWNET)`` is refused,
-e.g. in a locked-down container) programs share the parent's network, and the result of
-every run says so in ``ExecutionResult.network_isolated`` (False); nothing fails. The
-same applies to the other root-only layers: without root a program runs as the parent's
-uid, so it can read the parent's ``/proc/<pid>/environ`` and signal the parent; only the
-session, the scrubbed environment, the temporary working directory and the resource
-limits hold. Run the sandbox as root (e.g. in a container) for untrusted code.
+Fallback without root (or where a namespace is refused, e.g. in a locked-down container):
+programs share the parent's network, filesystem and PID space, and the result of every run
+says so (``network_isolated``, ``filesystem_isolated``, ``uid_isolated``, ``pid_isolated``,
+``ipc_isolated`` are False); nothing fails. A program then runs as the parent's uid, so it
+can read every file the parent can, its ``/proc/<pid>/environ`` and memory, and signal it
+(the fork server and zygote are made non-dumpable, so their memory at least is closed);
+only the session, the scrubbed environment, the temporary working directory, the seccomp
+filter and the resource limits hold. Run the sandbox as root (e.g. in a container) for
+untrusted code.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import resource
@@ -45,14 +55,10 @@ from dataclasses import dataclass
 from functools import cache
 
 CLONE_NEWNET = 0x40000000
-CLONE_NEWNS = 0x00020000
-MS_NOSUID = 0x2
-MS_NODEV = 0x4
-MS_BIND = 0x1000
-MS_REC = 0x4000
-MS_PRIVATE = 1 << 18
-MNT_DETACH = 0x2
+CLONE_NEWPID = 0x20000000
+CLONE_NEWIPC = 0x08000000
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 #: First uid used for sandboxed programs when running as root. Fork server ``b`` owns
@@ -64,9 +70,6 @@ UID_BLOCKS = 16
 SANDBOX_GID = 65534  # nogroup
 #: Every uid a sandboxed program can run as.
 SANDBOX_UIDS = range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + SLOTS_PER_BLOCK * UID_BLOCKS)
-#: Size of each slot's private working directory (a tmpfs, so it is memory).
-WORKDIR_SIZE = "64m"
-
 IS_ROOT = os.geteuid() == 0
 SIGKILL = int(signal.SIGKILL)  # a plain int: the enum's machinery is costly in a fresh child
 
@@ -100,13 +103,6 @@ def prctl(option: int, value: int) -> None:
         _check(-1, f"prctl({option})")
 
 
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    def enc(value: str | None) -> bytes | None:
-        return None if value is None else value.encode()
-
-    _check(_libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
-
-
 def claim_uid_block(preferred: int | None) -> tuple[int, socket.socket] | None:
     """Claim a block of sandbox uids for this process; the returned socket is the lock and
     is released by the kernel when the process dies, however it dies."""
@@ -125,72 +121,6 @@ def claim_uid_block(preferred: int | None) -> tuple[int, socket.socket] | None:
     return None
 
 
-def _blocking_ancestors(paths: list[str]) -> dict[str, list[str]]:
-    """Directories that an unprivileged uid cannot traverse, each with the needed paths below it."""
-    blocked: dict[str, list[str]] = {}
-    for path in paths:
-        parts = os.path.abspath(path).split(os.sep)
-        for depth in range(2, len(parts)):
-            ancestor = os.sep.join(parts[:depth])
-            if not os.stat(ancestor).st_mode & 0o001:
-                blocked.setdefault(ancestor, []).append(os.path.abspath(path))
-                break
-    return blocked
-
-
-def private_mounts(readable: list[str]) -> bool:
-    """Move the calling process into a private mount namespace (see the module docstring).
-    Returns False, changing nothing, where the OS refuses a new mount namespace."""
-    if _libc().unshare(CLONE_NEWNS) != 0:
-        return False
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    # Each cover: (tmpfs options, interpreter paths below it that must stay visible). The
-    # scratch directories are covered too, keeping what the interpreter needs (a virtual
-    # environment may live in /tmp).
-    covers = {cover: ("size=1m,mode=0755", paths) for cover, paths in _blocking_ancestors(readable).items()}
-    for scratch, options in (("/tmp", "size=1m,mode=0711"), ("/var/tmp", "size=16m,mode=1777"),
-                             ("/dev/shm", "size=16m,mode=1777")):
-        if os.path.isdir(scratch) and scratch not in covers:
-            covers[scratch] = (options, [p for p in readable if p.startswith(scratch + os.sep)])
-    for cover in sorted(covers):
-        options, paths = covers[cover]
-        keep = sorted({p for p in paths if os.path.isdir(p)})
-        keep = [p for p in keep if not any(p.startswith(q + os.sep) for q in keep if q != p)]
-        # Hold each kept directory open: after the cover is mounted, /proc/self/fd/N still
-        # reaches the original, and is bind-mounted back at the same path.
-        held = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in keep]
-        _mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, options)
-        for path, fd in held:
-            os.makedirs(path, exist_ok=True)
-            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-            os.close(fd)
-    return True
-
-
-def mount_workdir(path: str, uid: int) -> None:
-    """Mount a fresh, size-capped tmpfs owned by ``uid`` at ``path`` (private mounts only)."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    with contextlib.suppress(OSError):
-        _check(_libc().umount2(path.encode(), MNT_DETACH), f"umount {path}")
-    _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={WORKDIR_SIZE},mode=0700,uid={uid},gid={SANDBOX_GID}")
-
-
-def remove_files_of(uid: int, directories: tuple[str, ...] = ("/var/tmp", "/dev/shm")) -> None:
-    """Remove what ``uid`` left in the shared scratch directories of the private namespace."""
-    import shutil
-
-    for directory in directories:
-        with contextlib.suppress(OSError), os.scandir(directory) as entries:
-            for entry in entries:
-                with contextlib.suppress(OSError):
-                    if entry.stat(follow_symlinks=False).st_uid != uid:
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        shutil.rmtree(entry.path, ignore_errors=True)
-                    else:
-                        os.unlink(entry.path)
-
-
 def isolate_network() -> int | None:
     """Move the calling process into a new, empty network namespace and return an fd of
     the original one (for runs that ask for no isolation), or None where it is refused."""
@@ -201,27 +131,22 @@ def isolate_network() -> int | None:
     return host
 
 
-def interpreter_paths() -> list[str]:
-    """Directories a sandboxed Python needs to read: its prefixes and import path."""
-    import sys
-
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    paths.update(p for p in sys.path if p and os.path.isdir(p))
-    return sorted(paths)
-
-
-def confine_current_process(limits: Limits, uid: int | None, workdir: str, host_netns: int | None) -> None:
+def confine_current_process(limits: Limits, uid: int | None, workdir: str, host_netns: int | None,
+                             new_ipc: bool) -> None:
     """Apply the per-run layers to the calling (freshly forked) child: a new session, the
-    host network namespace when the run asked for it (``host_netns``), the slot's uid,
-    the resource limits, the working directory. Raises if a layer fails."""
+    host network namespace when the run asked for it (``host_netns``), a new IPC namespace
+    (``new_ipc``), the slot's uid, the resource limits, the working directory. Raises if a
+    layer fails."""
     os.setsid()
     if host_netns is not None:
         _check(_libc().setns(host_netns, CLONE_NEWNET), "setns")
+    if new_ipc:
+        _check(_libc().unshare(CLONE_NEWIPC), "unshare(CLONE_NEWIPC)")
     if uid is not None:
         os.setgroups([])
         os.setresgid(SANDBOX_GID, SANDBOX_GID, SANDBOX_GID)
         os.setresuid(uid, uid, uid)
-    # After the uid change (which clears it): die with the fork server, whatever kills it.
+    # After the uid change (which clears it): die with the zygote, whatever kills it.
     prctl(PR_SET_PDEATHSIG, SIGKILL)
     memory = limits.memory_mb * 1024 * 1024
     file_size = limits.file_size_mb * 1024 * 1024
@@ -236,6 +161,15 @@ def confine_current_process(limits: Limits, uid: int | None, workdir: str, host_
     ):
         resource.setrlimit(name, (value, value))
     os.chdir(workdir)
+
+
+def namespace_works(flag: int) -> bool:
+    """Whether the calling process may create a namespace of this kind (tried in a child)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - a short-lived child
+        os._exit(0 if _libc().unshare(flag) == 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    return status == 0
 
 
 def kill_uid_processes(uid: int) -> None:

@@ -99,7 +99,9 @@ class MGRPOConfig:
     """How long a side waits for the other before :class:`~trainers.mgrpo.store.StoreTimeout`."""
     run_dir: str = "runs/mgrpo"
     threads: int = 1
-    """torch threads per process (two processes share the machine)."""
+    """torch threads of the sub side's process that :func:`run_two_process` spawns (two processes
+    share the machine). Code running in the caller's process (``run_local``, the main side)
+    leaves its thread count alone: it is process-wide state (``OMP_NUM_THREADS`` sets it)."""
     device: str = "cpu"
     """``cpu``, ``cuda[:i]`` or ``auto``."""
 
@@ -187,7 +189,6 @@ def _seed(cfg: MGRPOConfig, side: str) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-    torch.set_num_threads(cfg.threads)
 
 
 def _questions(cfg: MGRPOConfig, step: int) -> list[int]:
@@ -372,7 +373,9 @@ def run_sub_side(cfg: MGRPOConfig) -> None:
 
 
 def _sub_entry(config: dict[str, Any]) -> None:
-    run_sub_side(MGRPOConfig(**config))
+    cfg = MGRPOConfig(**config)
+    torch.set_num_threads(cfg.threads)  # a process of its own: its thread count is ours to set
+    run_sub_side(cfg)
 
 
 def run_two_process(cfg: MGRPOConfig) -> list[dict[str, float]]:
