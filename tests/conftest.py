@@ -24,3 +24,29 @@ def smollm2_dir() -> Path:
         return prepare()
     except PretrainedModelMissing as missing:
         pytest.skip(str(missing))
+
+
+@pytest.fixture(autouse=True)
+def _process_state_is_left_as_found():
+    """Fail any test that changes process-wide torch settings (threads, default dtype, grad
+    mode, deterministic algorithms), and restore them so later tests are not affected: a
+    leaked ``torch.set_num_threads`` once made the learning test 10x faster or slower
+    depending on test order."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    state = {"num_threads": torch.get_num_threads(), "default_dtype": torch.get_default_dtype(),
+             "grad_enabled": torch.is_grad_enabled(),
+             "deterministic_algorithms": torch.are_deterministic_algorithms_enabled()}
+    yield
+    now = {"num_threads": torch.get_num_threads(), "default_dtype": torch.get_default_dtype(),
+           "grad_enabled": torch.is_grad_enabled(),
+           "deterministic_algorithms": torch.are_deterministic_algorithms_enabled()}
+    torch.set_num_threads(state["num_threads"])
+    torch.set_default_dtype(state["default_dtype"])
+    torch.set_grad_enabled(state["grad_enabled"])
+    torch.use_deterministic_algorithms(state["deterministic_algorithms"])
+    changed = {k: (state[k], now[k]) for k in state if state[k] != now[k]}
+    assert not changed, f"the test changed process-wide torch state (before, after): {changed}"

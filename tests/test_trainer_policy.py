@@ -3,17 +3,21 @@
 ``PolicySet.token_logprobs`` encodes each distinct prompt once and scores the completions
 on the expanded KV cache; ``PolicySet.generate`` does the same for sampling. Both must give
 what a plain forward over ``prompt + completion`` of each row on its own gives: the same
-log-probs and, through the shared prompt, the same gradients.
+log-probs and, through the shared prompt, the same gradients. Also: float32 master weights
+under bf16 compute, stop tokens from the generation config, the exact sampler on a real
+vocabulary size, middle truncation of long prompts, chunked scoring and gradient checkpointing.
 """
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from trainers.config import TrainConfig
-from trainers.policy import PolicySet
+from trainers.policy import TRUNCATION_MARKER, PolicySet, sample_categorical, stop_token_ids
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +82,6 @@ def test_generation_logprobs_match_plain_scoring_and_are_seeded(tiny_model_dir):
 
 
 def test_inverse_cdf_sampling_draws_from_the_distribution():
-    from trainers.policy import sample_categorical
-
     probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2, 0.0]]).expand(40_000, -1)
     generator_state = torch.get_rng_state()
     torch.manual_seed(0)
@@ -88,3 +90,202 @@ def test_inverse_cdf_sampling_draws_from_the_distribution():
     counts = torch.bincount(draws, minlength=6).float() / len(draws)
     assert counts[[0, 2, 5]].sum() == 0  # zero-probability tokens, including the last, never come up
     assert torch.allclose(counts, probs[0], atol=0.01)
+
+
+# ------------------------------------------------------------------ the sampler on a real vocabulary size
+def float32_unreachable(probs: torch.Tensor) -> torch.Tensor:
+    """Tokens of positive probability that float32 inverse-CDF sampling can never draw: their
+    entry adds nothing to the float32 running sum (the old sampler's defect)."""
+    cdf = probs.float().cumsum(-1)
+    return (probs > 0) & (cdf == torch.cat([torch.zeros(1), cdf[:-1]]))
+
+
+def draw_many(probs: torch.Tensor, draws: int, rows: int = 256) -> torch.Tensor:
+    """``draws`` tokens from the one distribution ``probs`` ``[V]``, ``rows`` per sampler call."""
+    return torch.cat([sample_categorical(probs[None].expand(rows, -1)) for _ in range(draws // rows)])
+
+
+def chi_square_p_value(counts: torch.Tensor, probs: torch.Tensor, min_expected: float = 20.0) -> float:
+    """Pearson's test of ``counts`` against ``probs``, tokens pooled (in vocabulary order)
+    into bins of at least ``min_expected`` expected draws."""
+    from scipy.stats import chi2
+
+    expected = probs.double() / probs.double().sum() * counts.sum()
+    bins = (expected.cumsum(0) / min_expected).floor().long()  # a new bin every min_expected of expectation
+    bins = bins.clamp(max=max(int(bins[-1]) - 1, 0))  # the remainder joins the last full bin
+    observed = torch.zeros(int(bins[-1]) + 1, dtype=torch.float64).index_add_(0, bins, counts.double())
+    wanted = torch.zeros_like(observed).index_add_(0, bins, expected)
+    keep = wanted > 0
+    statistic = float(((observed[keep] - wanted[keep]) ** 2 / wanted[keep]).sum())
+    return float(chi2.sf(statistic, int(keep.sum()) - 1))
+
+
+def poisson_bounds(mean: float) -> tuple[float, float]:
+    """A +-5 sigma band for a Poisson count (false alarm < 1e-6)."""
+    return mean - 5 * math.sqrt(mean) - 1, mean + 5 * math.sqrt(mean) + 1
+
+
+def zipf_with_a_tail(vocab: int, head: int, tail_prob: float) -> torch.Tensor:
+    """A Zipf head on the first ``head`` ids (as BPE vocabularies put frequent tokens first)
+    and a flat tail of ``tail_prob`` per token, the shape of an LM's next-token distribution."""
+    probs = torch.full((vocab,), tail_prob, dtype=torch.float64)
+    zipf = 1.0 / torch.arange(1, head + 1, dtype=torch.float64) ** 1.1
+    probs[:head] = zipf / zipf.sum() * (1.0 - tail_prob * (vocab - head))
+    return probs.float()
+
+
+def test_sampler_is_exact_on_a_152k_vocabulary_including_the_tail_float32_cannot_reach():
+    torch.manual_seed(0)
+    probs = zipf_with_a_tail(151_936, head=2_000, tail_prob=3e-8)  # half a float32 ulp near 1
+    unreachable = float32_unreachable(probs)
+    assert unreachable.sum() > 50_000  # the old sampler could never draw any of these
+    draws = draw_many(probs, 16_384)
+    counts = torch.bincount(draws, minlength=len(probs))
+    low, high = poisson_bounds(len(draws) * float(probs[unreachable].double().sum()))
+    assert low <= counts[unreachable].sum() <= high
+    assert chi_square_p_value(counts, probs) > 1e-4
+
+
+def test_sampler_never_draws_zero_probability_tokens_on_large_vocabularies():
+    torch.manual_seed(0)
+    probs = torch.zeros(151_936)
+    probs[[3, 255, 256, 70_000, 151_935]] = torch.tensor([0.1, 0.2, 0.3, 1e-9, 0.4])
+    draws = draw_many(probs, 4_096)
+    assert set(draws.tolist()) <= {3, 255, 256, 70_000, 151_935}
+    counts = torch.bincount(draws, minlength=len(probs)).float() / len(draws)
+    assert torch.allclose(counts[[3, 255, 256, 151_935]], probs[[3, 255, 256, 151_935]], atol=0.03)
+
+
+# --------------------------------------------------------------------------- stop tokens
+def test_stop_token_ids_are_the_union_of_tokenizer_and_generation_config():
+    from types import SimpleNamespace
+
+    tokenizer = SimpleNamespace(eos_token_id=2)
+    assert stop_token_ids(tokenizer, SimpleNamespace(eos_token_id=[7, 2, 9])) == [2, 7, 9]
+    assert stop_token_ids(tokenizer, SimpleNamespace(eos_token_id=5)) == [2, 5]
+    assert stop_token_ids(tokenizer, None) == [2]
+    with pytest.raises(ValueError, match="eos"):
+        stop_token_ids(SimpleNamespace(eos_token_id=None), SimpleNamespace(eos_token_id=None))
+
+
+def test_generation_stops_and_masks_on_the_generation_configs_end_of_turn_ids(tmp_path):
+    from trainers.tiny_model import write_tiny_model
+
+    end_of_turn = list(range(100, 164))  # a quarter of the byte vocabulary: most completions stop early
+    model_dir = write_tiny_model(tmp_path / "model", extra_eos_ids=end_of_turn)
+    policies = PolicySet(TrainConfig(model=str(model_dir), max_new_tokens=24), ["first"])
+    assert policies.eos_ids == [policies.tokenizer.eos_token_id, *end_of_turn]
+    torch.manual_seed(0)
+    generations = policies.generate("shared", [list(range(3, 20))], 8)
+    stops = set(policies.eos_ids)
+    ended = [g for g in generations if g.completion_ids[-1] in stops]
+    assert len(ended) >= 6  # P(24 tokens without a stop) is about 0.75^24
+    for g in generations:
+        assert not stops & set(g.completion_ids[:-1])  # nothing after the end of the turn
+        assert len(g.logprobs) == len(g.completion_ids)
+        assert g.completion_ids[-1] in stops or len(g.completion_ids) == 24
+
+
+# ------------------------------------------------------------------ master weights under bf16 compute
+def one_step(model_dir, dtype: str, lora: bool) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], PolicySet]:
+    """Weights before and after one AdamW step (lr 1e-6) of a policy-gradient loss."""
+    config = TrainConfig(model=str(model_dir), dtype=dtype, lora=lora, lr=1e-6, device="cpu",
+                         lora_r=4, lora_alpha=8)
+    policies = PolicySet(config, ["first"])
+    if lora:  # PEFT starts B at 0: give the adapters a non-trivial starting point, the same in both runs
+        generator = torch.Generator().manual_seed(0)
+        for p in policies.parameters("shared"):
+            p.data = torch.randn(p.shape, generator=generator) * 0.02
+    before = policies.snapshot("shared")
+    prompts, completions = rows()
+    advantages = torch.linspace(-1.0, 1.0, len(prompts))
+    with policies.active("shared") as model:
+        logp, mask = policies.token_logprobs(model, prompts, completions)
+        (-(logp * mask).sum(dim=1) @ advantages).backward()
+    policies.optimizers["shared"].step()
+    return before, policies.snapshot("shared"), policies
+
+
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_bf16_compute_keeps_float32_master_weights_and_the_whole_update(tiny_model_dir, lora):
+    before32, after32, _ = one_step(tiny_model_dir, "float32", lora)
+    before16, after16, policies = one_step(tiny_model_dir, "bfloat16", lora)
+    params = policies.parameters("shared")
+    assert all(p.dtype == torch.float32 for p in params)
+    state = policies.optimizers["shared"].state
+    assert all(state[p]["exp_avg"].dtype == state[p]["exp_avg_sq"].dtype == torch.float32 for p in params)
+    delta32 = torch.cat([(after32[k] - before32[k]).flatten() for k in before32])
+    delta16 = torch.cat([(after16[k] - before16[k]).flatten() for k in before16])
+    changed32, changed16 = (delta32 != 0).float().mean(), (delta16 != 0).float().mean()
+    assert changed32 > 0.9 and changed16 >= 0.95 * changed32  # bf16 storage kept ~2 % of a 1e-6 step
+    # Adam's first step is lr * sign(gradient): bf16 compute flips only tiny gradients' signs
+    assert F.cosine_similarity(delta16, delta32, dim=0) > 0.9
+    assert torch.allclose(delta16.abs().max(), torch.tensor(1e-6), rtol=0.01)
+
+
+# ---------------------------------------------------------------------------- long prompts
+def test_over_long_prompt_keeps_the_system_message_and_latest_turn_and_cuts_the_middle(tiny_model_dir):
+    policies = PolicySet(TrainConfig(model=str(tiny_model_dir), max_prompt_tokens=300), ["first"])
+    system = {"role": "system", "content": "You are the planner. Answer with one move: U, D, L or R."}
+    short = [system, {"role": "user", "content": "Board: S..G\nYour move:"}]
+    encoding = policies.encode_prompt(short)
+    assert not encoding.truncated and encoding.text == policies.render(short)
+    history = "".join(f"turn {t}: moved R, reward 0.1\n" for t in range(40))
+    user = {"role": "user", "content": "Task: reach G.\n" + history + "Board now: S..G\nYour move:"}
+    encoding = policies.encode_prompt([system, user])
+    assert encoding.truncated and len(encoding.ids) <= 300
+    assert encoding.text.startswith("<|system|>" + system["content"])  # the head stays
+    assert encoding.text.endswith("Board now: S..G\nYour move:\n<|assistant|>")  # so does the end
+    assert "Task: reach G." in encoding.text and TRUNCATION_MARKER in encoding.text
+    assert "turn 0:" in encoding.text and "turn 39:" in encoding.text and "turn 20:" not in encoding.text
+    assert policies.tokenizer.decode(encoding.ids) == encoding.text
+    # multi-turn chats lose whole middle messages first, oldest first
+    chat = [system, *({"role": r, "content": f"{r} message {i} " + "x" * 60} for i in range(6)
+                      for r in ("user", "assistant")), {"role": "user", "content": "latest question"}]
+    encoding = policies.encode_prompt(chat)
+    assert encoding.truncated and len(encoding.ids) <= 300
+    assert encoding.text.startswith("<|system|>") and encoding.text.endswith("latest question\n<|assistant|>")
+    assert "message 5" in encoding.text and "message 0" not in encoding.text and TRUNCATION_MARKER not in encoding.text
+    # a system message alone over the budget: both ends of the tokens stay
+    encoding = policies.encode_prompt([{"role": "system", "content": "s" * 1000}, {"role": "user", "content": "go"}])
+    assert encoding.truncated and len(encoding.ids) == 300
+    assert encoding.text.startswith("<|system|>") and encoding.text.endswith("go\n<|assistant|>")
+
+
+# ------------------------------------------------------------------ chunked scoring, checkpointing
+def score_with_probes(config: TrainConfig) -> tuple[torch.Tensor, tuple[torch.Tensor, ...], list[int], tuple[int, int]]:
+    """Log-probs and gradients of :func:`rows`, the row counts of every LM-head output, and how
+    often the first decoder layer ran in the forward and again in the backward (recomputation)."""
+    prompts, completions = rows()
+    advantages = torch.linspace(-1.0, 1.0, len(prompts))
+    torch.manual_seed(0)  # the same LoRA initialisation in every run
+    policies = PolicySet(config, ["first"])
+    head_rows: list[int] = []
+    layer_calls: list[int] = []
+    with policies.active("shared") as model:
+        head = model.get_output_embeddings().register_forward_hook(
+            lambda _m, _i, out: head_rows.append(out.shape[:-1].numel()))
+        # (module hooks do not fire in a checkpoint's recomputation; a wrapped forward does)
+        mlp = model.get_decoder().layers[0].mlp
+        mlp_forward = mlp.forward
+        mlp.forward = lambda *args, **kwargs: layer_calls.append(1) or mlp_forward(*args, **kwargs)
+        logp, mask = policies.token_logprobs(model, prompts, completions)
+        forward_calls = len(layer_calls)
+        grads = torch.autograd.grad(((logp * mask).sum(dim=1) * advantages).sum(), policies.parameters("shared"))
+        head.remove()
+    return logp, grads, head_rows, (forward_calls, len(layer_calls) - forward_calls)
+
+
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["cached", "checkpointed"])
+def test_chunked_scoring_equals_full_scoring_and_never_holds_all_logits(tiny_model_dir, lora, checkpointing):
+    base = {"model": str(tiny_model_dir), "temperature": 0.7, "lora": lora}
+    full, full_grads, _, full_calls = score_with_probes(TrainConfig(**base, logprob_chunk_size=0))
+    chunked, chunked_grads, head_rows, calls = score_with_probes(
+        TrainConfig(**base, logprob_chunk_size=3, gradient_checkpointing=checkpointing))
+    assert torch.allclose(chunked, full, atol=1e-5)
+    for a, b in zip(chunked_grads, full_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+    assert max(head_rows) <= 3  # no [tokens, vocab] tensor beyond one chunk, forward or backward
+    assert full_calls == (2, 0)  # (forwards, backward recomputations) of a layer: prompts, then completions
+    assert calls == ((1, 1) if checkpointing else (2, 0))  # checkpointed: one uncached pass, replayed once

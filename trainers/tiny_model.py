@@ -7,6 +7,7 @@ weights. ``AutoTokenizer/AutoModelForCausalLM.from_pretrained(path)`` load the r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 #: A minimal chat template: ``<|role|>content`` per message, then ``<|assistant|>``.
@@ -24,10 +25,14 @@ def write_tiny_model(
     num_heads: int = 4,
     max_positions: int = 8192,
     seed: int = 0,
+    extra_eos_ids: Sequence[int] = (),
 ) -> Path:
-    """Write the tokenizer and a randomly initialised model to ``out_dir``; return the path."""
+    """Write the tokenizer and a randomly initialised model to ``out_dir``; return the path.
+
+    ``extra_eos_ids`` are listed after the tokenizer's eos in ``generation_config.eos_token_id``,
+    as chat models list their end-of-turn token (tests of the stop tokens)."""
     import torch
-    from transformers import ByT5Tokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import ByT5Tokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -48,5 +53,9 @@ def write_tiny_model(
         tie_word_embeddings=True,
     )
     torch.manual_seed(seed)
-    LlamaForCausalLM(config).save_pretrained(out)
+    model = LlamaForCausalLM(config)
+    if extra_eos_ids:
+        model.generation_config = GenerationConfig.from_model_config(config)
+        model.generation_config.eos_token_id = [tokenizer.eos_token_id, *extra_eos_ids]
+    model.save_pretrained(out)
     return out
