@@ -19,6 +19,9 @@ class Episode:
     actions: list[tuple[str, str]] = field(default_factory=list)
     rewards: list[tuple[str, float]] = field(default_factory=list)
     final_infos: dict[str, dict[str, Any]] = field(default_factory=dict)
+    valid: list[bool | None] = field(default_factory=list)
+    """Per action (same order as ``actions``): the env's ``infos[agent]["last_action"]["valid"]``
+    right after it, None for an env that does not report it."""
     seconds: float = 0.0
 
     @property
@@ -28,6 +31,12 @@ class Episode:
 
     def total_reward(self, agent: str) -> float:
         return sum(r for a, r in self.rewards if a == agent)
+
+    @property
+    def valid_action_rate(self) -> float | None:
+        """Share of the actions the env accepted as valid (None when it reports no validity)."""
+        known = [v for v in self.valid if v is not None]
+        return sum(known) / len(known) if known else None
 
     @property
     def turns(self) -> int:
@@ -55,5 +64,7 @@ def play_episode(
         episode.observations.append((agent, str(obs)))
         episode.actions.append((agent, action))
         env.step(action)
+        last_action = (env.infos.get(agent) or {}).get("last_action") or {}
+        episode.valid.append(last_action.get("valid"))
     episode.seconds = time.perf_counter() - start
     return episode

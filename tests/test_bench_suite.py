@@ -11,7 +11,7 @@ from openai_server import ChatServer
 
 from pettingllm_envs.cli import main
 from pettingllm_envs.evaluation import EndpointError, OpenAIChatPolicy, SuiteConfig, run_suite, split_sections
-from pettingllm_envs.evaluation.suite import RECORDS, load_records
+from pettingllm_envs.evaluation.suite import RECORDS, REPLY_CHARS, load_records, truncate_reply
 from pettingllm_envs.policies import scripted_policy
 
 
@@ -118,3 +118,60 @@ def test_a_local_hugging_face_model_as_the_policy(tmp_path):
     multi = next(r for r in rows if r["mode"] == "multi")
     assert multi["completion_tokens"] == 2 * 8  # two roles, 8 new tokens each (no EOS from a random model)
     assert multi["return_per_role"]["planner"] < 0  # its random bytes earn the format penalty
+
+
+def test_a_rerun_reuses_only_matching_records_says_so_and_reports_only_what_was_asked(tmp_path, capsys):
+    assert main(["bench", "plan_path_v0", "--policy", "scripted", "--episodes", "2", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["bench", "tictactoe_v0", "--policy", "scripted", "--episodes", "1", "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "| plan_path_v0 |" not in captured.out and "| tictactoe_v0 | scripted | multi | 1 |" in captured.out
+    assert "reusing" not in captured.err
+    assert [r["env"] for r in json.loads((tmp_path / "summary.json").read_text())] == ["tictactoe_v0"]
+
+    assert main(["bench", "plan_path_v0", "--policy", "scripted", "--episodes", "5", "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "reusing 2 of 5 episodes" in captured.err and "--fresh" in captured.err
+    assert "| plan_path_v0 | scripted | multi | 5 |" in captured.out  # not 7, and no tictactoe row
+    assert "| tictactoe_v0 |" not in captured.out
+
+    # Another env config is another experiment: nothing reused, nothing mixed in.
+    assert main(["bench", "plan_path_v0", "--policy", "scripted", "--episodes", "2", "--env-kwargs",
+                 '{"max_turns": 1}', "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "reusing" not in captured.err and "| plan_path_v0 | scripted | multi | 2 |" in captured.out
+
+    assert main(["bench", "plan_path_v0", "--policy", "scripted", "--episodes", "5", "--fresh",
+                 "--out", str(tmp_path)]) == 0
+    assert "reusing" not in capsys.readouterr().err
+    records = load_records(tmp_path)
+    default_config = [r for r in records if r["env"] == "plan_path_v0" and r["env_config"] == {}]
+    assert sorted(r["seed"] for r in default_config) == [0, 1, 2, 3, 4]  # replayed, not duplicated
+    assert len(records) == 5 + 1 + 2
+
+
+def test_records_keep_the_replies_and_the_valid_action_rate(tmp_path, capsys):
+    config = SuiteConfig(envs=["plan_path_v0"], episodes=2, env_config={"max_turns": 2})
+    rows = run_suite(config, tmp_path, progress=False)
+    by_policy = {r["policy"]: r for r in rows}
+    assert by_policy["scripted"]["valid_action_rate"] == 1.0
+    assert by_policy["random"]["valid_action_rate"] == 0.0  # random text is never a program or a MOVES line
+    for record in load_records(tmp_path):
+        assert record["env_config"] == {"max_turns": 2}
+        assert len(record["replies"]) == record["actions"] > 0
+        assert {reply["agent"] for reply in record["replies"]} == {"tool", "planner"}
+    scripted = next(r for r in load_records(tmp_path) if r["policy"] == "scripted")
+    assert scripted["replies"][0]["text"].startswith("```python")
+    assert "valid_action_rate" in (tmp_path / "summary.md").read_text()
+    assert main(["bench", "plan_path_v0", "--episodes", "2", "--env-kwargs", '{"max_turns": 2}',
+                 "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "valid_action_rate" in out and "share of actions the env could parse" in out
+
+
+def test_long_replies_are_cut_with_a_marker():
+    assert truncate_reply("short") == "short"
+    long = "x" * (REPLY_CHARS + 123)
+    cut = truncate_reply(long)
+    assert cut.startswith("x" * REPLY_CHARS) and cut.endswith("[... 123 more characters]")
+    assert truncate_reply(None) == "None"  # a non-string action is recorded as its repr

@@ -1,25 +1,57 @@
-"""The ``pettingllm`` command line, run as a user would."""
+"""The ``pettingllm`` command line, run as a newcomer would: tables, play, one-line errors, help."""
 
 from __future__ import annotations
 
+import argparse
+import io
+import json
+import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from pettingllm_envs.cli import main
+import pettingllm_envs
+from pettingllm_envs.cli import build_parser, main
+from pettingllm_envs.cli.errors import DefaultsHelpFormatter, UsageError
+from pettingllm_envs.cli.play import read_move
+from pettingllm_envs.cli.trainer_commands import TRAINER_COMMANDS, delegated_parser
+from pettingllm_envs.policies import scripted_policy
+
+#: A Sphinx double-backtick literal (a code fence ``` is three backticks, and allowed).
+RST_LITERAL = re.compile(r"(?<!`)``(?!`)")
 
 
+def run_cli(*args: str, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pettingllm_envs", *args], input=stdin, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def one_line_error(capsys, argv: list[str]) -> str:
+    """Run ``pettingllm argv``; assert exit status 2 and exactly one line on stderr; return it."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pettingllm: error: ") and "\n" not in err, err
+    assert "Traceback" not in err
+    return err
+
+
+# ---------------------------------------------------------------- tables
 def test_list_shows_every_env_with_roles(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "plan_path_v0" in out and "tool, planner" in out
 
 
-def test_run_prints_a_summary_table(capsys):
-    assert main(["run", "plan_path_v0", "--episodes", "3"]) == 0
+def test_run_prints_a_summary_table_with_a_legend(capsys):
+    assert main(["run", "plan_path_v0", "tictactoe_v0", "--episodes", "3"]) == 0
     out = capsys.readouterr().out
-    assert "success" in out and "plan_path_v0  1.00" in out
+    assert "plan_path_v0  1.00" in out and "tictactoe_v0  1.00" in out
+    legend = out.strip().splitlines()[-1]
+    assert "return per role" in legend and "tictactoe_v0" in legend and "X" in legend
 
 
 def test_run_with_random_policy_fails_the_task(capsys):
@@ -27,22 +59,259 @@ def test_run_with_random_policy_fails_the_task(capsys):
     assert "plan_path_v0  0.00" in capsys.readouterr().out
 
 
-def test_play_a_role_from_the_terminal():
-    moves = "MOVES: U\n.\n" * 4
-    proc = subprocess.run([sys.executable, "-m", "pettingllm_envs", "play", "plan_path_v0", "--role", "planner"],
-                          input=moves, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert "Walker at (row, col)" in proc.stdout and "--- tool (scripted) ---" in proc.stdout
-    assert "episode over" in proc.stdout
+def test_run_passes_env_kwargs(capsys):
+    assert main(["run", "plan_path_v0", "--episodes", "2", "--env-kwargs", '{"max_turns": 1, "rows": 5}']) == 0
+    assert "plan_path_v0" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------ one-line errors
+def test_unknown_env_id_is_one_line_with_a_close_match(capsys):
+    err = one_line_error(capsys, ["run", "plan_pth_v0"])
+    assert "unknown env 'plan_pth_v0'" in err and "did you mean 'plan_path_v0'" in err
+
+
+def test_unknown_env_kwargs_key_names_the_valid_fields(capsys):
+    err = one_line_error(capsys, ["run", "plan_path_v0", "--env-kwargs", '{"max_turn": 2}'])
+    assert "no config field 'max_turn'" in err and "did you mean 'max_turns'" in err and "obstacle_density" in err
+
+
+def test_env_kwargs_of_the_wrong_type_or_range(capsys):
+    err = one_line_error(capsys, ["run", "plan_path_v0", "--env-kwargs", '{"max_turns": "two"}'])
+    assert "'max_turns' must be int" in err
+    err = one_line_error(capsys, ["run", "plan_path_v0", "--env-kwargs", '{"max_turns": 0}'])
+    assert "max_turns must be >= 1" in err
+
+
+def test_env_kwargs_that_are_not_a_mapping(capsys):
+    err = one_line_error(capsys, ["play", "plan_path_v0", "--env-kwargs", "[1, 2]"])
+    assert "--env-kwargs must be a mapping" in err
+
+
+def test_zero_episodes_is_refused_not_divided_by(capsys):
+    assert "--episodes must be >= 1, got 0" in one_line_error(capsys, ["run", "plan_path_v0", "--episodes", "0"])
+
+
+def test_an_unknown_choice_lists_the_allowed_values(capsys):
+    err = one_line_error(capsys, ["run", "--policy", "gpt4"])
+    assert "invalid choice 'gpt4'" in err and "scripted, random" in err
+    err = one_line_error(capsys, ["bench", "--policy", "gpt4", "--out", "unused"])
+    assert "unknown --policy 'gpt4'" in err and "openai:<model>@<base_url>" in err
+    assert not Path("unused").exists()
+
+
+def test_an_unknown_command_or_option_gets_a_close_match(capsys):
+    assert "did you mean 'train'" in one_line_error(capsys, ["trian"])
+    assert "did you mean '--episodes'" in one_line_error(capsys, ["run", "--episodez", "3"])
 
 
 def test_play_rejects_an_unknown_role(capsys):
-    assert main(["play", "plan_path_v0", "--role", "captain"]) == 2
+    err = one_line_error(capsys, ["play", "tictactoe_v0", "--role", "player_y"])
+    assert "no role 'player_y'" in err and "did you mean 'player_x'" in err
 
 
-def test_tiny_model_loads_with_from_pretrained(tmp_path):
+def test_plot_of_a_missing_run_dir(capsys, tmp_path):
+    assert "does not exist" in one_line_error(capsys, ["plot", str(tmp_path / "nowhere")])
+    assert "has no metrics.jsonl" in one_line_error(capsys, ["plot", str(tmp_path)])
+
+
+def test_debug_shows_the_traceback_instead():
+    with pytest.raises(UsageError, match="unknown env"):
+        main(["run", "nope_v0", "--debug"])
+
+
+def test_a_bench_mode_that_the_policy_does_not_have(capsys, tmp_path):
+    err = one_line_error(capsys, ["bench", "plan_path_v0", "--mode", "single", "--out", str(tmp_path / "b")])
+    assert "only defined for model policies" in err
+    assert not (tmp_path / "b").exists()
+
+
+# ------------------------------------------------------------------- help
+def _all_parsers() -> dict[str, argparse.ArgumentParser]:
+    top = build_parser()
+    parsers = {"pettingllm": top}
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    delegated = {c.name for c in TRAINER_COMMANDS}
+    for name, parser in sub.choices.items():
+        parsers[name] = delegated_parser(name) if name in delegated else parser
+    return parsers
+
+
+def test_every_option_of_every_command_has_help_and_its_default_and_no_rst():
+    pytest.importorskip("torch")
+    parsers = _all_parsers()
+    assert {"list", "run", "play", "bench", "tiny-model", "train", "train-variants", "train-mgrpo",
+            "self-consistency", "plot"} <= set(parsers)
+    for name, parser in parsers.items():
+        text = parser.format_help()
+        assert not RST_LITERAL.search(text) and ":class:" not in text and ":mod:" not in text, name
+        formatter = DefaultsHelpFormatter(parser.prog)
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+                continue
+            assert action.help, (name, action.dest)
+            if action.option_strings:
+                assert "default:" in formatter._get_help_string(action).lower(), (name, action.option_strings)
+    assert parsers["train-variants"].prog == "pettingllm train-variants"
+    assert "prompt variants" in parsers["train-variants"].description
+    assert "M-GRPO" in parsers["train-mgrpo"].description
+
+
+def test_train_variants_help_is_its_own():
+    proc = run_cli("train-variants", "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: pettingllm train-variants") and "prompt variants" in proc.stdout
+    assert not RST_LITERAL.search(proc.stdout)
+
+
+# ------------------------------------------------------------------- play
+def test_play_defaults_to_the_planner_and_takes_one_line_moves():
+    proc = run_cli("play", "plan_path_v0", stdin="MOVES: D D D\n" * 4)
+    assert proc.returncode == 0, proc.stderr
+    assert "You play planner" in proc.stdout and "--- tool (scripted) ---" in proc.stdout
+    assert "[planner] your move:" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1].startswith(("episode over: solved", "turn limit reached"))
+
+
+def test_play_reads_a_code_block_until_its_fence():
+    program = "```python\nprint('MOVES: D')\nprint('done')\n```\n"
+    proc = run_cli("play", "plan_path_v0", "--role", "tool", stdin=program)
+    assert proc.returncode == 0, proc.stderr
+    tool_step = proc.stdout.split("--- tool: reward")[1].splitlines()[0]
+    assert "invalid" not in tool_step  # the whole block reached the env as one action
+
+
+def test_read_move_takes_one_line_or_a_fenced_block():
+    out = io.StringIO()
+    assert read_move(io.StringIO("MOVE: 5\nMOVE: 6\n"), out) == "MOVE: 5"
+    block = "```python\nprint(1)\n```\nnext\n"
+    assert read_move(io.StringIO(block), out) == "```python\nprint(1)\n```"
+    assert read_move(io.StringIO("```python\nprint(1)\n.\nnext\n"), out) == "```python\nprint(1)\n```"
+    assert read_move(io.StringIO("```python\nprint(1)\n"), out) == "```python\nprint(1)\n```"
+    assert "closed for you" in out.getvalue()
+    assert read_move(io.StringIO(""), out) is None
+
+
+def _oracle_game(seed: int) -> list[str]:
+    """X's moves when both sides play the oracle from problem ``seed`` of the test split."""
+    env = pettingllm_envs.make("tictactoe_v0", split="test")
+    env.reset(seed=seed)
+    oracle, moves = scripted_policy("tictactoe_v0"), []
+    for agent in env.agent_iter():
+        observation, _, terminated, truncated, info = env.last()
+        action = None if terminated or truncated else oracle(observation, agent, info)
+        if action is not None and agent == "player_x":
+            moves.append(action.splitlines()[-1])
+        env.step(action)
+    return moves
+
+
+def test_tictactoe_outcomes_are_worded_per_game_and_the_final_board_is_shown():
+    as_x = run_cli("play", "tictactoe_v0", "--role", "player_x", stdin="\n".join(_oracle_game(0)) + "\n")
+    assert as_x.returncode == 0, as_x.stderr
+    assert as_x.stdout.strip().endswith("episode over: you won (you played player_x)")
+    # As O against the perfect X the game is lost, and can end before O moves: the board is still shown.
+    as_o = run_cli("play", "tictactoe_v0", "--role", "player_o", stdin="MOVE: 1\nMOVE: 2\nMOVE: 3\nMOVE: 4\n")
+    assert as_o.returncode == 0, as_o.stderr
+    tail = as_o.stdout.strip().splitlines()
+    assert tail[-1] == "episode over: you lost (you played player_o)"
+    assert "winner X" in tail[-2] and "a   b   c" in "\n".join(tail[-8:])
+    assert "not solved" not in as_o.stdout
+
+
+def test_play_stops_at_end_of_input():
+    proc = run_cli("play", "tictactoe_v0")
+    assert proc.returncode == 0 and "input ended before the episode did" in proc.stdout
+
+
+def test_ctrl_c_in_play_is_one_line():
+    proc = subprocess.Popen([sys.executable, "-m", "pettingllm_envs", "play", "plan_path_v0"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    while "your move" not in proc.stdout.readline():  # wait until it reads the person's move
+        pass
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err.strip() == "pettingllm: interrupted"
+
+
+# ----------------------------------------------------------- trainer commands
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    pytest.importorskip("transformers")
+    from trainers.tiny_model import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("tiny_model"))
+
+
+def smoke_args(model: Path, run: Path, *extra: str) -> list[str]:
+    return ["train", "--env", "plan_path_v0", "--model", str(model), "--steps", "1", "--run-dir", str(run),
+            "--max-new-tokens", "4", "--n-samples", "2", "--problems-per-step", "1", "--env-kwargs",
+            '{"max_turns": 1}', "--eval-every", "0", "--progress", "false", "--tensorboard", "false", *extra]
+
+
+def test_train_errors_are_one_line(capsys, tiny_model_dir, tmp_path):
+    run = tmp_path / "run"
+    err = one_line_error(capsys, smoke_args(tiny_model_dir, run, "--env", "plan_pth_v0"))
+    assert "did you mean 'plan_path_v0'" in err
+    err = one_line_error(capsys, smoke_args(tiny_model_dir, run, "--env-kwargs", "{bogus: 1}"))
+    assert "no config field 'bogus'" in err and "max_turns" in err
+    assert "steps" in one_line_error(capsys, smoke_args(tiny_model_dir, run, "--steps", "-1"))
+    assert "did you mean '--steps'" in one_line_error(capsys, smoke_args(tiny_model_dir, run, "--stepz", "1"))
+    err = one_line_error(capsys, smoke_args(tiny_model_dir, run, "--model", str(tmp_path / "no_such_model")))
+    assert "the folder does not exist" in err and "Repo id" not in err
+    config = tmp_path / "run.yaml"
+    config.write_text("stepz: 3\n")
+    assert "stepz" in one_line_error(capsys, smoke_args(tiny_model_dir, run, "--config", str(config)))
+    assert not run.exists()  # no failed start left an empty run dir behind
+
+
+def test_a_second_train_into_the_same_run_dir_is_refused_unless_resume_or_overwrite(capsys, tiny_model_dir,
+                                                                                    tmp_path):
+    run = tmp_path / "run"
+    samples = run / "samples.jsonl"
+    assert main(smoke_args(tiny_model_dir, run, "--dump-samples", str(samples))) == 0
+    err = capsys.readouterr().err
+    assert "groups degenerate: no gradient this step" in err  # the random tiny model learns nothing here
+    first_metrics, first_samples = (run / "metrics.jsonl").read_text(), samples.read_text()
+
+    err = one_line_error(capsys, smoke_args(tiny_model_dir, run, "--dump-samples", str(samples)))
+    assert "already holds a run" in err and "--resume" in err and "--overwrite" in err
+    assert (run / "metrics.jsonl").read_text() == first_metrics and samples.read_text() == first_samples
+
+    assert main(smoke_args(tiny_model_dir, run, "--steps", "2", "--resume", "--dump-samples", str(samples))) == 0
+    assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+
+    (run / "stale.txt").write_text("from the first run")
+    assert main(smoke_args(tiny_model_dir, run, "--overwrite", "--dump-samples", str(samples))) == 0
+    assert not (run / "stale.txt").exists()
+    assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1]
+    assert {json.loads(line)["step"] for line in samples.read_text().splitlines()} == {1}
+    assert (run / "checkpoints" / "latest").read_text() == "step_000001"
+
+
+def test_train_mgrpo_and_self_consistency_are_commands(capsys, tiny_model_dir, tmp_path):
+    err = one_line_error(capsys, ["train-mgrpo", "--model", str(tmp_path / "missing")])
+    assert "the folder does not exist" in err
+    err = one_line_error(capsys, ["train-mgrpo", "--model", str(tiny_model_dir), "--role", "main"])
+    assert "--run-id" in err
+    assert "did you mean 'mgrpo'" in one_line_error(capsys, ["train-mgrpo", "--mode", "mgrp"])
+    err = one_line_error(capsys, ["self-consistency", "--model", str(tiny_model_dir), "--g", "0"])
+    assert "--g must be >= 1" in err
+    out = tmp_path / "sc.json"
+    assert main(["self-consistency", "--model", str(tiny_model_dir), "--g", "2", "--problems", "1",
+                 "--max-new-tokens", "2", "--variants", "[]", "--out", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["g"] == 2 and summary["problems"] == 1
+    assert json.loads(out.read_text())["records"][0]["problem"] == 0
+
+
+def test_tiny_model_loads_with_from_pretrained_and_prints_no_library_bars(tmp_path):
     transformers = pytest.importorskip("transformers")
-    assert main(["tiny-model", str(tmp_path / "tiny")]) == 0
+    proc = run_cli("tiny-model", str(tmp_path / "tiny"))
+    assert proc.returncode == 0, proc.stderr
+    assert "Writing model shards" not in proc.stderr and "Warning" not in proc.stderr
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "tiny")
     model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "tiny")
     text = "MOVES: U R\n```python\nprint('é')\n```"
@@ -52,3 +321,31 @@ def test_tiny_model_loads_with_from_pretrained(tmp_path):
                                            add_generation_prompt=True)
     assert prompt.endswith("<|assistant|>")
     assert model.config.num_hidden_layers == 2 and model.config.vocab_size == len(tokenizer)
+
+
+def test_the_module_entry_points_are_the_cli_commands():
+    proc = subprocess.run([sys.executable, "-m", "trainers.mgrpo.train", "--mode", "nope"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "invalid choice" in proc.stderr
+
+
+
+def test_plots_have_integer_steps_distinct_curves_and_legends_off_the_curves():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from trainers.plot import draw_metrics
+
+    rows = [{"step": s, "reward/mean": 0.1 * s, "reward/agent/tool": 0.1 * s, "reward/agent/planner": 0.1 * s,
+             "clip_frac": 0.0, "kl": 0.0} for s in (1, 2, 3)]
+    fig = draw_metrics(rows, "run")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        if not ax.lines:
+            continue
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+        styles = [(line.get_marker(), line.get_linestyle()) for line in ax.lines]
+        assert len(set(styles)) == len(styles)  # equal curves (tool == planner == mean) stay distinguishable
+        legend = ax.get_legend().get_window_extent(renderer)
+        assert legend.y1 <= ax.get_window_extent(renderer).y0  # under the panel, over no curve

@@ -23,6 +23,12 @@ def read_metrics(path: Path) -> list[dict[str, float]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+#: Marker and line style of the i-th curve of a panel: curves that coincide (a per-agent reward
+#: equal to the mean, KL at 0 beside a clip fraction at 0) stay distinguishable.
+STYLES: tuple[tuple[str, str], ...] = (("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-"), ("x", "--"),
+                                       ("P", "-."), ("*", ":"))
+
+
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
     """Draw every panel of :data:`PANELS` for ``run_dir``; returns the PNG paths written."""
     import matplotlib
@@ -34,19 +40,36 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
     rows = read_metrics(run_dir / "metrics.jsonl")
     if not rows:
         raise ValueError(f"{run_dir / 'metrics.jsonl'} has no metrics yet")
-    keys = sorted({k for row in rows for k in row})
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8), constrained_layout=True)
-    for ax, (title, prefixes) in zip(axes.flat, PANELS, strict=True):
-        for key in (k for k in keys if any(k == p or (p.endswith("/") and k.startswith(p)) for p in prefixes)):
-            points = [(row["step"], row[key]) for row in rows if key in row]
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="." if len(points) < 30 else None,
-                    label=key)
-        ax.set_title(title)
-        ax.set_xlabel("step")
-        if ax.lines:
-            ax.legend(fontsize="small")
-    fig.suptitle(str(run_dir))
+    fig = draw_metrics(rows, str(run_dir))
     target = Path(out) if out else run_dir / "curves.png"
     fig.savefig(target, dpi=100)
     plt.close(fig)
     return [target]
+
+
+def draw_metrics(rows: list[dict[str, float]], title: str) -> Any:
+    """The figure of :data:`PANELS` for metric ``rows``.
+
+    Steps are integers on the x axis; each curve of a panel has its own marker and line
+    style, and after the first a smaller, hollow marker, so curves that coincide all stay
+    visible; legends sit under their panel, never over the curves."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    keys = sorted({k for row in rows for k in row})
+    fig, axes = plt.subplots(2, 3, figsize=(15, 9), constrained_layout=True)
+    for ax, (panel, prefixes) in zip(axes.flat, PANELS, strict=True):
+        panel_keys = [k for k in keys if any(k == p or (p.endswith("/") and k.startswith(p)) for p in prefixes)]
+        for i, key in enumerate(panel_keys):
+            points = [(row["step"], row[key]) for row in rows if key in row]
+            marker, style = STYLES[i % len(STYLES)]
+            ax.plot([p[0] for p in points], [p[1] for p in points], linestyle=style, marker=marker,
+                    markersize=max(3.0, 7.0 - i), markerfacecolor="none" if i else None,
+                    markevery=max(1, len(points) // 25), label=key)
+        ax.set_title(panel)
+        ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if ax.lines:
+            ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    fig.suptitle(title)
+    return fig

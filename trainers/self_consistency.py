@@ -226,29 +226,65 @@ def evaluate_self_consistency(
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m trainers.self_consistency --model DIR [--env math_v0] [--g 8] ...``"""
-    parser = argparse.ArgumentParser(prog="python -m trainers.self_consistency", description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="a local causal LM directory (e.g. a checkpoint's policy)")
-    parser.add_argument("--env", default="math_v0")
-    parser.add_argument("--env-kwargs", default="{}", help="YAML mapping passed to pettingllm_envs.make")
-    parser.add_argument("--g", type=int, default=8, help="chains sampled per problem")
+def build_parser(prog: str = "pettingllm self-consistency") -> argparse.ArgumentParser:
+    """The options of ``pettingllm self-consistency``."""
+    from pettingllm_envs.cli.checks import ENV_KWARGS_HELP
+    from pettingllm_envs.cli.errors import ArgumentParser
+
+    parser = ArgumentParser(prog=prog, description=__doc__.splitlines()[0] + " (docs/design.md §5)")
+    parser.add_argument("--model", required=True,
+                        help="a local causal LM folder, e.g. a checkpoint's RUN/checkpoints/step_K/policies/shared "
+                             "(required)")
+    parser.add_argument("--env", default="math_v0", help="env id; the first role's first action is evaluated")
+    parser.add_argument("--env-kwargs", default="{}", help=ENV_KWARGS_HELP)
+    parser.add_argument("--g", type=int, default=8, help="chains sampled per problem (G)")
     parser.add_argument("--problems", type=int, default=20, help="test problems 0..N-1")
-    parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the G chains")
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="completion budget per chain")
     parser.add_argument("--variants", default=None,
-                        help="YAML list of variants for the ensemble (default: the trainer's defaults; '[]': none)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", help="write the report as JSON here")
-    args = parser.parse_args(argv)
-    import torch
+                        help="JSON (or YAML) list of instruction variants for the ensemble "
+                             "(default: the trainer's four; '[]': no ensemble)")
+    parser.add_argument("--seed", type=int, default=0, help="torch seed of the sampling")
+    parser.add_argument("--out", help="write the report with every problem's record as JSON here (default: none)")
+    return parser
+
+
+def _variant_list(text: str | None) -> list[str]:
+    """``--variants``: None gives the trainer's defaults; otherwise a list of strings."""
     import yaml
 
+    from pettingllm_envs.cli.errors import UsageError
+
+    if text is None:
+        return list(DEFAULT_PROMPT_VARIANTS)
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        value = text
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise UsageError(f"--variants must be a list of non-empty strings like '[\"work backwards\"]', got {text!r}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``pettingllm self-consistency --model DIR [--env math_v0] [--g 8] ...``"""
+    from pettingllm_envs.cli.checks import check_at_least, check_env_config, check_model, parse_env_kwargs
+
+    args = build_parser().parse_args(argv)
+    check_model(args.model)
+    env_kwargs = parse_env_kwargs(args.env_kwargs)
+    check_env_config(args.env, env_kwargs)
+    for option, value in (("--g", args.g), ("--problems", args.problems), ("--max-new-tokens", args.max_new_tokens)):
+        check_at_least(option, value, 1)
+    variants = _variant_list(args.variants)
+    import torch
+
     torch.manual_seed(args.seed)
-    variants = list(DEFAULT_PROMPT_VARIANTS) if args.variants is None else list(yaml.safe_load(args.variants) or [])
-    env_kwargs = yaml.safe_load(args.env_kwargs) or {}
     config = TrainConfig(model=args.model, env=args.env, temperature=args.temperature,
                          max_new_tokens=args.max_new_tokens)
+    config.validate()  # a bad temperature is one line (ConfigError), like train's
     probe = pettingllm_envs.make(args.env, **env_kwargs)
     policies = PolicySet(config, probe.possible_agents)
     report = evaluate_self_consistency(policies, "shared", lambda: pettingllm_envs.make(args.env, **env_kwargs),
@@ -260,5 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # ``python -m trainers.self_consistency`` is ``pettingllm self-consistency``
+    from pettingllm_envs.cli import main as cli_main
+
+    sys.exit(cli_main(["self-consistency", *sys.argv[1:]]))

@@ -19,6 +19,7 @@ token. With K identical prompts it is exactly single-prompt sampling.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import statistics
 import sys
@@ -32,6 +33,8 @@ import torch.nn.functional as F
 from pettingzoo import AECEnv
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from pettingllm_envs.cli.checks import check_env_config, check_model
+from trainers.config import build_parser as config_parser
 from trainers.config import load_config
 from trainers.policy import Generation, PolicySet, left_pad, positions_from_mask
 from trainers.rollout import (
@@ -227,10 +230,21 @@ def ensemble_generate(
     return generations
 
 
+DESCRIPTION = ("Train the first role's first answer with K prompt variants per question on one shared model "
+               "(docs/design.md §5); --prompt-variants '[]' is the temperature-only baseline. Options are train's.")
+
+
+def build_parser(prog: str = "pettingllm train-variants") -> argparse.ArgumentParser:
+    """``pettingllm train-variants``'s parser: the trainer's options under this command's name."""
+    return config_parser(prog, DESCRIPTION)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``pettingllm train-variants [--field VALUE ...]``: the prompt-conditioned trainer
     (``--prompt-variants '[]'`` for the temperature-only baseline)."""
-    config = load_config(argv)
+    config = load_config(argv, prog="pettingllm train-variants", description=DESCRIPTION)
+    check_env_config(config.env, config.env_kwargs)
+    check_model(config.model)
     trainer = PromptConditionedTrainer(config)
     print(f"[train-variants] env={config.env} variants={config.prompt_variants} G={config.n_samples} "
           f"run_dir={trainer.run_dir}", file=sys.stderr)

@@ -2,9 +2,16 @@
 
 Each finished episode is appended as one JSON line to ``<out_dir>/episodes.jsonl``
 (flushed and fsynced), so an interrupted run loses at most the episodes in flight and a
-rerun with the same arguments skips what is already recorded. The report (console
-table, ``summary.json``, ``summary.csv``, ``summary.md`` and ``success.png``) is always
-rebuilt from the whole record file.
+rerun with the same arguments skips what is already recorded (and says how many it
+reused; ``fresh=True`` replays them). An episode is identified by (env, policy, mode,
+split, seed, env config): records of other settings in the same file are kept but never
+mixed in. The report (console table, ``summary.json``, ``summary.csv``, ``summary.md`` and
+``success.png``) covers exactly the episodes asked for.
+
+A record holds the outcome (``success``, ``return`` per role, ``turns``), the share of
+actions the env accepted (``valid_action_rate``), sizes and time, and the raw ``replies``
+in order (``{"agent", "text"}``, each cut to :data:`REPLY_CHARS` characters with a marker
+saying how many were dropped): the first things to read when a real model scores zero.
 
 Policies are named by a spec string:
 
@@ -28,7 +35,6 @@ import os
 import statistics
 import sys
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -40,9 +46,12 @@ from pettingllm_envs.episodes import play_episode
 from pettingllm_envs.evaluation.openai_policy import OpenAIChatPolicy
 from pettingllm_envs.evaluation.single_agent import SingleAgentPolicy
 from pettingllm_envs.policies import Policy, random_policy, scripted_policy
+from pettingllm_envs.progress import progress_bar
 from pettingllm_envs.registry import env_module, list_envs, make
 
 RECORDS = "episodes.jsonl"
+#: Characters of each raw reply kept in a record; the rest is replaced by a marker.
+REPLY_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -126,8 +135,21 @@ def build_policy(spec: str, env_id: str, mode: str, max_tokens: int, seed: int) 
     return SingleAgentPolicy(complete, raw.possible_agents, instructions), usage
 
 
+def _config_key(env_config: dict[str, Any]) -> str:
+    return json.dumps(env_config, sort_keys=True)
+
+
 def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:
-    return record["env"], record["policy"], record["mode"], record["split"], record["seed"]
+    return (record["env"], record["policy"], record["mode"], record["split"], record["seed"],
+            _config_key(record.get("env_config") or {}))
+
+
+def truncate_reply(text: Any, limit: int = REPLY_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, with a marker saying how many were dropped."""
+    text = text if isinstance(text, str) else repr(text)
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"[... {len(text) - limit} more characters]"
 
 
 def load_records(out_dir: Path) -> list[dict[str, Any]]:
@@ -154,23 +176,47 @@ def _drop_partial_line(path: Path) -> None:
             handle.truncate(data.rfind(b"\n") + 1)
 
 
-def run_suite(config: SuiteConfig, out_dir: str | Path, *, progress: bool = True) -> list[dict[str, Any]]:
-    """Play every missing episode, append its record, and return the summary rows."""
+def requested_keys(config: SuiteConfig) -> list[tuple[Any, ...]]:
+    """The record key of every episode ``config`` asks for, in job order."""
+    env_ids = list(config.envs) or list_envs()
+    return [(env_id, spec, mode, config.split, config.seed + i, _config_key(config.env_config))
+            for env_id in env_ids for spec in config.policies for mode in config.modes
+            for i in range(config.episodes)]
+
+
+def _drop_records(path: Path, keys: set[tuple[Any, ...]]) -> None:
+    """Rewrite the record file without the records whose key is in ``keys`` (atomically)."""
+    if not path.exists():
+        return
+    kept = [json.dumps(r) + "\n" for r in load_records(path.parent) if _record_key(r) not in keys]
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(kept), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def run_suite(config: SuiteConfig, out_dir: str | Path, *, progress: bool = True,
+              fresh: bool = False) -> list[dict[str, Any]]:
+    """Play every requested episode not yet recorded in ``out_dir`` (all of them with
+    ``fresh``), append its record, and return the summary rows of the requested episodes."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     env_ids = list(config.envs) or list_envs()
     for env_id in env_ids:
         env_module(env_id)  # fail fast on unknown ids
-    _drop_partial_line(out / RECORDS)
-    done = {_record_key(r) for r in load_records(out)}
-    jobs = [
-        (env_id, spec, mode, config.seed + i)
-        for env_id in env_ids for spec in config.policies for mode in config.modes
-        for i in range(config.episodes)
-        if (env_id, spec, mode, config.split, config.seed + i) not in done
-    ]
-    for env_id, spec, mode in {job[:3] for job in jobs}:  # bad specs fail before any episode runs
+    if config.episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {config.episodes}")
+    wanted = requested_keys(config)
+    for env_id, spec, mode in dict.fromkeys(key[:3] for key in wanted):  # bad specs fail before anything runs
         build_policy(spec, env_id, mode, config.max_tokens, config.seed)
+    out.mkdir(parents=True, exist_ok=True)
+    _drop_partial_line(out / RECORDS)
+    if fresh:
+        _drop_records(out / RECORDS, set(wanted))
+    done = {_record_key(r) for r in load_records(out)}
+    jobs = [(*key[:3], key[4]) for key in wanted if key not in done]
+    reused = len(wanted) - len(jobs)
+    if progress and reused:
+        print(f"reusing {reused} of {len(wanted)} episodes already recorded in {out / RECORDS} "
+              "(--fresh replays them)", file=sys.stderr)
     write_lock = threading.Lock()
 
     def play(job: tuple[str, str, str, int]) -> None:
@@ -182,41 +228,38 @@ def run_suite(config: SuiteConfig, out_dir: str | Path, *, progress: bool = True
         roles = env.unwrapped.possible_agents
         record = {
             "env": env_id, "policy": spec, "mode": mode, "split": config.split, "seed": seed,
+            "env_config": config.env_config,
             "success": episode.success, "turns": episode.turns, "seconds": round(episode.seconds, 4),
             "return": {role: episode.total_reward(role) for role in roles},
+            "valid_action_rate": episode.valid_action_rate,
             "actions": len(episode.actions),
             "action_chars": sum(len(a) if isinstance(a, str) else 0 for _, a in episode.actions),
             "completion_tokens": usage.get("completion_tokens"),
+            "replies": [{"agent": agent, "text": truncate_reply(text)} for agent, text in episode.actions],
         }
         with write_lock, open(out / RECORDS, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 
-    started = time.perf_counter()
+    bar = progress_bar(len(jobs), "bench", "episodes") if progress and jobs else None
     with ThreadPoolExecutor(max_workers=max(1, config.concurrency)) as pool:
         futures = [pool.submit(play, job) for job in jobs]
-        for finished, future in enumerate(as_completed(futures), 1):
+        for future in as_completed(futures):
             future.result()
-            if progress:
-                _progress(finished, len(jobs), time.perf_counter() - started)
-    if progress and jobs:
-        print(file=sys.stderr)
-    rows = summarise(r for r in load_records(out) if r["split"] == config.split)
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    wanted_keys = set(wanted)
+    rows = summarise(r for r in load_records(out) if _record_key(r) in wanted_keys)
     write_report(rows, out)
     return rows
 
 
-def _progress(done: int, total: int, seconds: float) -> None:
-    width = 30
-    filled = int(width * done / total)
-    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} episodes, {seconds:.1f} s",
-          end="", file=sys.stderr, flush=True)
-
-
 def summarise(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (env, policy, mode): success rate, mean return per role, turns, action size
-    (characters, and completion tokens for model policies), time."""
+    """One row per (env, policy, mode): success rate, mean return per role, valid-action rate,
+    turns, action size (characters, and completion tokens for model policies), time."""
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         groups[record["env"], record["policy"], record["mode"]].append(record)
@@ -227,6 +270,7 @@ def summarise(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             "env": env_id, "policy": spec, "mode": mode, "episodes": len(group),
             "success_rate": round(statistics.fmean(r["success"] for r in group), 4),
             "return_per_role": {role: round(statistics.fmean(r["return"][role] for r in group), 4) for role in roles},
+            "valid_action_rate": _mean_or_none([r.get("valid_action_rate") for r in group], digits=3),
             "turns": round(statistics.fmean(r["turns"] for r in group), 2),
             "action_chars": round(statistics.fmean(r["action_chars"] for r in group), 1),
             "completion_tokens": _mean_or_none([r.get("completion_tokens") for r in group]),
@@ -235,10 +279,11 @@ def summarise(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _mean_or_none(values: Sequence[float | None]) -> float | None:
-    """Mean of the known values (tokens are only known for model policies)."""
+def _mean_or_none(values: Sequence[float | None], digits: int = 1) -> float | None:
+    """Mean of the known values (tokens are only known for model policies, validity only for
+    envs that report it)."""
     known = [v for v in values if v is not None]
-    return round(statistics.fmean(known), 1) if known else None
+    return round(statistics.fmean(known), digits) if known else None
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
@@ -247,9 +292,15 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
+#: What the report's columns mean, printed under the console table.
+LEGEND = ("success_rate: share of episodes the env reports solved (games: a player won; tictactoe_v0's "
+          "scripted X converts its forced win); return_per_role: mean episode reward of each role "
+          "(sum of alpha*global + local); valid_action_rate: share of actions the env could parse and apply")
+
+
 def format_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    header = ["env", "policy", "mode", "episodes", "success_rate", "return_per_role", "turns",
-              "action_chars", "completion_tokens", "seconds_per_episode"]
+    header = ["env", "policy", "mode", "episodes", "success_rate", "return_per_role", "valid_action_rate",
+              "turns", "action_chars", "completion_tokens", "seconds_per_episode"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in map(_flat, rows):
         lines.append("| " + " | ".join(str(row[h]) for h in header) + " |")
@@ -275,7 +326,7 @@ def write_report(rows: Sequence[dict[str, Any]], out: Path) -> None:
     labels = sorted({(r["policy"], r["mode"]) for r in rows})
     envs = sorted({r["env"] for r in rows})
     width = 0.8 / max(1, len(labels))
-    figure, axis = plt.subplots(figsize=(max(6, 1.4 * len(envs)), 4))
+    figure, axis = plt.subplots(figsize=(max(6, 1.4 * len(envs)) + 2.5, 4))
     for i, (spec, mode) in enumerate(labels):
         rates = {r["env"]: r["success_rate"] for r in rows if (r["policy"], r["mode"]) == (spec, mode)}
         axis.bar([e + i * width for e in range(len(envs))], [rates.get(env, 0.0) for env in envs], width,
@@ -283,7 +334,8 @@ def write_report(rows: Sequence[dict[str, Any]], out: Path) -> None:
     axis.set_xticks([e + width * (len(labels) - 1) / 2 for e in range(len(envs))], envs, rotation=20)
     axis.set_ylabel("success rate")
     axis.set_ylim(0, 1.05)
-    axis.legend(fontsize=8)
+    # Outside the axes, so that it never hides a bar (a success rate of 1.0 reaches the top).
+    axis.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="policy (mode)")
     figure.tight_layout()
     figure.savefig(out / "success.png", dpi=120)
     plt.close(figure)

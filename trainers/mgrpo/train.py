@@ -39,7 +39,9 @@ import numpy as np
 import torch
 
 import pettingllm_envs
-from trainers.config import TrainConfig
+from pettingllm_envs.cli.checks import check_env_config, check_model
+from pettingllm_envs.cli.errors import ArgumentParser, UsageError
+from trainers.config import Aggregation, Normalize, TrainConfig
 from trainers.loss import ppo_clip_loss
 from trainers.mgrpo.alignment import BatchStats, Trim, main_batch, single_agent_batch, sub_batch
 from trainers.mgrpo.rollout import HierarchicalRollout, Key, Outcome, hierarchical_rollout
@@ -63,8 +65,11 @@ class MGRPOConfig:
     mode: Mode = "mgrpo"
     """``mgrpo``, ``frozen_sub`` or ``single`` (module docstring)."""
     env: str = "research_v0"
+    """Registered env id with a ``main`` and a ``sub`` role (``pettingllm list``)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Passed to ``pettingllm_envs.make(env, **env_kwargs)``, e.g. ``{"hops": 2}``."""
     split: str = "train"
+    """Split the training questions come from; keep ``test`` for evaluation."""
     questions_per_step: int = 2
     """Questions per step; question ids are ``step * questions_per_step + j``."""
     rollouts: int = 4
@@ -73,23 +78,35 @@ class MGRPOConfig:
     """Sub-trajectories per rollout after alignment."""
     trim: Trim = "random"
     """How surplus sub-trajectories are dropped: ``random`` (seeded) or ``last``."""
-    normalize: str = "mean_std"
+    normalize: Normalize = "mean_std"
+    """Group advantages: ``mean_std`` (r - mean) / (std + eps) as GRPO, or ``mean`` (r - mean)."""
     adv_eps: float = 1e-6
+    """Added to the group std so that near-degenerate groups do not blow up."""
     prefill: dict[str, str] = field(default_factory=dict)
     """Role -> text the assistant turn starts with (part of the prompt, so updates stay
     on-policy), e.g. ``{"sub": "LOOKUP: "}``; the action is prefill + completion."""
     steps: int = 2
+    """Training steps (one rollout of every question + one update per policy)."""
     seed: int = 0
+    """Seeds python, numpy and torch on each side (each side derives its own stream)."""
     lr: float = 1e-3
+    """AdamW learning rate of every policy (high: sized for the tiny model)."""
     max_new_tokens: int = 16
+    """Completion budget per action."""
     temperature: float = 1.0
+    """Sampling temperature (also used when scoring, so old and new log-probs match)."""
     max_prompt_tokens: int = 4096
     """Prompts keep their last tokens beyond this (the tiny byte-level model pays per byte)."""
     micro_batch_size: int = 16
+    """Sequences per forward/backward; gradients accumulate, so this bounds memory only."""
     eps_low: float = 0.2
+    """Lower PPO clip range: the ratio may fall to 1 - eps_low."""
     eps_high: float = 0.28
-    aggregation: str = "token_mean"
+    """Upper PPO clip range (DAPO clip-higher)."""
+    aggregation: Aggregation = "token_mean"
+    """How token losses become one number: ``token_mean``, ``sequence_mean`` or ``dr_grpo`` (as ``train``)."""
     lora: bool = False
+    """Train LoRA adapters instead of full copies of the model."""
     store: str = ""
     """Store URL (``sqlite:///file.db``, ``redis://host:port/0``); empty: ``run_dir/store.db``."""
     run_id: str = ""
@@ -98,6 +115,7 @@ class MGRPOConfig:
     timeout_s: float = 300.0
     """How long a side waits for the other before :class:`~trainers.mgrpo.store.StoreTimeout`."""
     run_dir: str = "runs/mgrpo"
+    """Where ``metrics.jsonl`` and (by default) the SQLite store go."""
     threads: int = 1
     """torch threads of the sub side's process that :func:`run_two_process` spawns (two processes
     share the machine). Code running in the caller's process (``run_local``, the main side)
@@ -401,24 +419,41 @@ def run_two_process(cfg: MGRPOConfig) -> list[dict[str, float]]:
     return history
 
 
+ROLES_OF_A_RUN = ("both", "main", "sub", "local")
+
+
+def build_parser(prog: str = "pettingllm train-mgrpo") -> argparse.ArgumentParser:
+    """``--role`` plus one ``--field-name VALUE`` option per :class:`MGRPOConfig` field, each
+    with the field's docstring and default as its help."""
+    from pettingllm_envs.cli.options import add_dataclass_options
+
+    parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0] + " (research_v0; docs/design.md §6)")
+    parser.add_argument("--role", choices=ROLES_OF_A_RUN, default="both",
+                        help="both: the two sides as two processes here; main / sub: one side (start each with "
+                             "the same --run-id and --store, e.g. on two machines sharing Redis); local: one "
+                             "process, any --mode")
+    add_dataclass_options(parser, MGRPOConfig)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m trainers.mgrpo.train --model DIR [--role both|main|sub] [--store URL] ...``."""
-    parser = argparse.ArgumentParser(prog="python -m trainers.mgrpo.train", description=__doc__.split("\n")[0])
-    parser.add_argument("--role", choices=("both", "main", "sub", "local"), default="both",
-                        help="both: two processes here; main/sub: one side (same --run-id and --store on each "
-                             "machine); local: one process (any mode)")
-    parser.add_argument("--env-kwargs", type=json.loads, default={}, help="JSON object")
-    parser.add_argument("--prefill", type=json.loads, default={}, help='JSON object, e.g. {"sub": "LOOKUP: "}')
-    for f in dataclasses.fields(MGRPOConfig):
-        if f.name not in ("env_kwargs", "prefill"):
-            kind = {"int": int, "float": float, "bool": lambda s: s.lower() in ("1", "true", "yes")}.get(
-                str(f.type), str)
-            parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, dest=f.name)
+    """``pettingllm train-mgrpo --model DIR [--role both|main|sub|local] [--store URL] ...``."""
+    parser = build_parser()
     args = vars(parser.parse_args(list(argv) if argv is not None else None))
     role = args.pop("role")
-    cfg = MGRPOConfig(**args)
+    try:
+        cfg = MGRPOConfig(**args)
+        cfg.validate()
+    except (TypeError, ValueError) as error:
+        raise UsageError(str(error)) from error
+    check_env_config(cfg.env, cfg.env_kwargs)
+    check_model(cfg.model)
+    if cfg.sub_model:
+        check_model(cfg.sub_model, option="--sub-model")
     if role in ("main", "sub") and not cfg.run_id:
-        parser.error("--role main/sub needs the same --run-id on both sides")
+        raise UsageError("--role main/sub needs the same --run-id on both sides")
+    if role == "both" and cfg.mode == "single":
+        raise UsageError("--mode single has one policy, so no second process: use --role local")
     if role == "sub":
         run_sub_side(cfg)
         return 0
@@ -429,5 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # ``python -m trainers.mgrpo.train`` is ``pettingllm train-mgrpo``
+    from pettingllm_envs.cli import main as cli_main
+
+    raise SystemExit(cli_main(["train-mgrpo", *sys.argv[1:]]))

@@ -1,0 +1,118 @@
+"""``pettingllm play``: a person plays one role of an env in the terminal, the env's oracle the others.
+
+The default role is the one a person plays naturally: the env's ``human_role`` when it
+declares one (the planner of the tool/planner envs, not the tool agent that writes
+Python), else the first role. Before every move of the person the env's current view is
+shown (the role's instructions once, then its task view). A move is one line; a move that
+starts with a code fence (```) continues until the closing fence or a line holding only
+``.``. When the episode ends the final state is shown and the outcome worded from the
+person's side: won / lost / draw for games, solved / not solved for tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, TextIO
+
+from pettingllm_envs.cli.checks import check_env_config, parse_env_kwargs
+from pettingllm_envs.cli.errors import UsageError, did_you_mean
+from pettingllm_envs.policies import scripted_policy
+from pettingllm_envs.registry import env_module, make
+
+FENCE = "```"
+RULE = "=" * 72
+
+
+def default_role(env_id: str) -> str:
+    """The role a person plays by default: the env's ``human_role``, else its first role."""
+    raw = env_module(env_id).raw_env
+    return getattr(raw, "human_role", None) or raw.roles[0]
+
+
+def read_move(stream: TextIO, out: TextIO) -> str | None:
+    """One move from ``stream``: a single line, or a fenced block (```` ```lang ```` ... ```` ``` ````,
+    or ended by a line ``.``, which closes the fence). None at end of input."""
+    first = stream.readline()
+    if not first:
+        return None
+    first = first.rstrip("\n")
+    if not first.strip().startswith(FENCE):
+        return first
+    lines = [first]
+    for line in iter(stream.readline, ""):
+        line = line.rstrip("\n")
+        if line.strip() == ".":
+            lines.append(FENCE)
+            break
+        lines.append(line)
+        if line.strip() == FENCE:
+            break
+    else:
+        print("(input ended inside the code block; it was closed for you)", file=out)
+        lines.append(FENCE)
+    return "\n".join(lines)
+
+
+def outcome_words(info: dict[str, Any], solved: bool) -> str:
+    """The outcome from the person's side: won / lost / draw when the env reports a game
+    outcome (``info["game"]["outcome"]``: +1, -1, 0), else solved / not solved."""
+    game = info.get("game") if isinstance(info.get("game"), dict) else None
+    if game is not None and "outcome" in game:
+        outcome = game["outcome"] or 0.0  # None: the game was cut at max_turns, which scores as a draw
+        return "you won" if outcome > 0 else "you lost" if outcome < 0 else "draw"
+    return "solved" if solved else "not solved"
+
+
+def play(args: argparse.Namespace, stdin: TextIO, out: TextIO) -> int:
+    """Play one episode of ``args.env_id`` with the person as ``args.role`` (see the module docstring)."""
+    env_kwargs = parse_env_kwargs(args.env_kwargs)
+    check_env_config(args.env_id, env_kwargs)
+    roles = list(env_module(args.env_id).raw_env.roles)
+    human = args.role or default_role(args.env_id)
+    if human not in roles:
+        raise UsageError(f"{args.env_id} has no role {human!r}{did_you_mean(human, roles)} (roles: {', '.join(roles)})")
+    env = make(args.env_id, split=args.split, **env_kwargs)
+    oracle = scripted_policy(args.env_id)
+    env.reset(seed=args.seed)
+    others = ", ".join(r for r in roles if r != human) or "nobody"
+    print(f"You play {human} in {args.env_id} (problem {args.seed} of the {args.split} split); "
+          f"the scripted oracle plays {others}.", file=out)
+    print("A move is one line; start it with ``` for a code block and end that with ``` or a line '.'.", file=out)
+    shown_instructions = False
+    final_info: dict[str, Any] = {}
+    cut_short = False
+    for agent in env.agent_iter():
+        observation, _reward, terminated, truncated, info = env.last()
+        if terminated or truncated:
+            if agent == human:  # the agent's infos are gone once it steps out
+                final_info, cut_short = info, truncated and not terminated
+            env.step(None)
+            continue
+        if agent == human:
+            print(RULE, file=out)
+            messages = info.get("messages")
+            # The instructions do not change: show them once, then only the task view.
+            view = observation if not shown_instructions or not messages else messages[-1]["content"]
+            shown_instructions = True
+            print(view, file=out)
+            print(f"[{agent}] your move:", file=out, flush=True)
+            action = read_move(stdin, out)
+            if action is None:
+                print("input ended before the episode did: stopped", file=out)
+                env.close()
+                return 0
+        else:
+            action = oracle(observation, agent, info)
+            print(f"--- {agent} (scripted) ---\n{action}", file=out)
+        env.step(action)
+        last = env.infos.get(agent, {}).get("last_action") or {}
+        note = f"  invalid: {last['invalid_reason']}" if last.get("invalid_reason") else ""
+        print(f"--- {agent}: reward {last.get('reward', 0.0):+.3f} (global {last.get('reward_global', 0.0):.3f}, "
+              f"local {last.get('reward_local', 0.0):+.3f}){note}", file=out)
+    print(RULE, file=out)
+    if hasattr(env.unwrapped, "render_state"):
+        print(env.unwrapped.render_state(), file=out)
+    ended = "turn limit reached" if cut_short else "episode over"
+    print(f"{ended}: {outcome_words(final_info, bool(final_info.get('success')))} (you played {human})", file=out)
+    env.close()
+    return 0
