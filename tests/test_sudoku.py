@@ -269,3 +269,40 @@ def test_truncation_and_alpha():
     env.step("nothing")
     assert all(env.truncations.values()) and not any(env.terminations.values())
     assert all(info["success"] is False for info in env.infos.values())
+
+
+@pytest.mark.parametrize("text", [
+    "PLACE: 1 1 ٣",  # Arabic-Indic three: \d and int() accept it
+    "PLACE: 1 1 ³",  # superscript three: str.isdigit() accepts it, int() raises
+    "GRID:\n1 2 3 ³\n. . . .\n. . . .\n. . . .",
+    "PLACE: 1 1 " + "9" * 5000,  # int() of more than 4300 digits raises
+    "GRID:\n" + "\n".join(["9" * 5000] * 4),
+])
+def test_non_ascii_digits_and_huge_numbers_are_answers_not_crashes(text):
+    env = fresh(1, size=4)
+    env.step("no code")
+    env.step(text)
+    last = env.infos["planner"]["last_action"]
+    assert last["reward_local"] < 0 and not last["valid"]
+    assert env.board == env.instance.givens
+
+
+def test_one_wrong_placement_rejects_the_whole_answer():
+    env = fresh(2)
+    todo = missing(env)
+    r, c, v = todo[0]
+    env.step("no code")
+    env.step(place([*todo[1:10], (r, c, v % 9 + 1)]))
+    last = env.infos["planner"]["last_action"]
+    assert not last["valid"] and "none of this action was applied" in last["invalid_reason"]
+    assert last["reward_local"] < 0 and env.board == env.instance.givens
+
+
+def test_the_tool_is_credited_for_each_cell_once():
+    env = fresh(5, size=4)
+    program = "```python\n" + "\n".join(f"print({r}, {c}, {v})" for r, c, v in missing(env)) + "\n```"
+    env.step(program)
+    env.step("PLACE: nothing")
+    env.step(program)
+    assert env.infos["tool"]["last_action"]["reward_local"] == 0.0
+    assert env.infos["tool"]["last_action"]["parsed"]["credited"] == 0

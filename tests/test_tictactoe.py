@@ -106,8 +106,10 @@ def test_win_is_zero_sum_across_the_two_players():
     assert infos["player_x"]["game"]["outcome"] == 1.0 and infos["player_o"]["game"]["outcome"] == -1.0
     legal = env.unwrapped.config.legal_move_reward
     moves = {agent: sum(1 for a, _ in episode.actions if a == agent) for agent in ("player_x", "player_o")}
-    # every move was legal: totals are the outcome plus the local reward of each move
-    assert episode.total_reward("player_x") == pytest.approx(1.0 + legal * moves["player_x"])
+    # every move was legal: totals are the outcome plus the local reward of each move, and the
+    # winner is also credited the moves its win saved (half the empty cells left, rounded down)
+    saved = infos["player_x"]["game"]["board"].count(".") // 2
+    assert episode.total_reward("player_x") == pytest.approx(1.0 + legal * (moves["player_x"] + saved))
     assert episode.total_reward("player_o") == pytest.approx(-1.0 + legal * moves["player_o"])
 
 
@@ -116,7 +118,8 @@ def test_winning_move_scores_global_one_for_the_mover():
     board = env.instance.board
     env.step(scripted_policy(env.observe("player_x"), "player_x", {}))
     last = env.infos["player_x"]["last_action"]
-    assert last["valid"] and last["reward_local"] == pytest.approx(env.config.legal_move_reward)
+    saved = env.board.count(".") // 2 if winner(env.board) == "X" else 0
+    assert last["valid"] and last["reward_local"] == pytest.approx(env.config.legal_move_reward * (1 + saved))
     if winner(env.board) == "X":
         assert last["reward_global"] == 1.0 and env.rewards["player_o"] == -1.0
     else:
@@ -190,3 +193,38 @@ def test_random_opponent_plays_legal_moves_and_loses_to_minimax():
         assert episode.final_infos["player_x"]["success"]
         assert all(info["last_action"] is None or info["last_action"]["valid"]
                    for info in episode.final_infos.values())
+
+
+def test_delaying_a_forced_win_never_pays_more():
+    """Each legal move earns legal_move_reward, so before the saved-moves credit a player that
+    stalled a forced win by one round collected one more; now fast and slow wins pay the same."""
+    compared = 0
+    for seed in range(20):
+        fast, slow = _x_return(seed, delay=False), _x_return(seed, delay=True)
+        if fast is not None and slow is not None:
+            assert slow <= fast + 1e-9, (seed, fast, slow)
+            compared += 1
+    assert compared >= 3
+
+
+def _x_return(seed: int, delay: bool) -> float | None:
+    """X's return when it wins as fast as it can, or (``delay``) first plays a move that keeps
+    a forced win without winning at once. O plays minimax. None: X did not win, or no delay exists."""
+    env = fresh(seed)
+    total = 0.0
+    if delay:
+        board = env.board
+        keeps = [c for c in range(9) if board[c] == "." and winner(board[:c] + "X" + board[c + 1:]) is None
+                 and minimax(board[:c] + "X" + board[c + 1:], "O") < 0]
+        if not keeps:
+            return None
+        env.step(f"MOVE: {keeps[0] + 1}")
+        total += env.rewards["player_x"]
+        env.step(f"MOVE: {best_move(env.board, 'O') + 1}")
+    while not (env.terminations["player_x"] or env.truncations["player_x"]):
+        env.step(f"MOVE: {best_move(env.board, 'X') + 1}")
+        total += env.rewards["player_x"]
+        if env.terminations["player_o"] or env.truncations["player_o"]:
+            break
+        env.step(f"MOVE: {best_move(env.board, 'O') + 1}")
+    return total if winner(env.board) == "X" else None

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from pettingllm_envs.core.parsing import extract_code_block
+from pettingllm_envs.core.parsing import find_code_block
 from pettingllm_envs.core.text_env import ActionResult, TextAECEnv, TextEnvConfig
 from pettingllm_envs.sandbox import execute
 
@@ -65,9 +65,9 @@ class ToolRun:
 
 def run_tool_program(text: str, *, timeout: float, stdin: str = "", memory_mb: int = 512) -> ToolRun:
     """Extract the last code block of ``text`` and run it in the sandbox."""
-    code = extract_code_block(text)
+    code, reason = find_code_block(text)
     if code is None:
-        return ToolRun(None, "", "", "format", "no ```python code block was found")
+        return ToolRun(None, "", "", "format", reason)
     result = execute(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb)
     if result.passed:
         return ToolRun(code, result.stdout, result.stderr, None, None)

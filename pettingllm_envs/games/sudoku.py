@@ -9,26 +9,38 @@
 | tool's action       | a ```` ```python ```` block printing the filled grid or `r c v` placements   |
 | planner's action    | text ending with `PLACE: r c v; r c v ...` or `GRID:` and the grid rows     |
 | Global reward       | 0.7 * share of the empty cells filled correctly + 0.3 when solved           |
-| Local reward        | correct new cells / empty cells at the start, minus 0.1 per rule violation  |
-| Penalties           | format (no code/answer), tool program error, rule violations (capped at 1)  |
+| Local reward        | correct new cells / empty cells at the start when every placement of the    |
+|                     | action is right; else nothing is applied and 0.1 per rejected placement is  |
+|                     | subtracted (capped at `max_violation_penalty`)                              |
+| Reward bounds       | local per action in `[-max(format, tool_error, max_violation), 1]`; each     |
+|                     | role's positive local credit sums to at most 1 over an episode (a cell is   |
+|                     | credited once to each role); global in `[0, 1]`                             |
+| Penalties           | format (no code/answer), tool program error, rejected placements            |
 | Termination         | every cell holds its (unique) solution value                                |
 | Truncation          | `max_turns` turns (default 3)                                               |
 | Config              | `SudokuConfig`: size (4 or 9), givens, violation_penalty, tool_timeout, ... |
 
 Coordinates are 1-based: ``r c v`` puts value ``v`` in row ``r`` (top = 1), column ``c``
-(left = 1). A placement is applied only when it is correct, so the board always agrees
-with the unique solution; every other placement is a *violation*, explained in
-``infos[agent]["last_action"]["parsed"]["violations"]`` and not applied:
+(left = 1). **An action is a commitment**: its placements are applied only when every one
+of them is right, so the board always agrees with the unique solution. Otherwise nothing
+is applied and each wrong placement costs ``violation_penalty``:
 
 * out of range (row, column or value outside ``1..size``),
 * overwriting a given with another value,
 * a conflict (the value already stands in the same row, column or box),
 * a wrong value (no conflict yet, but not the solution's value, so it leads to a dead end).
 
-Placing a value a cell already holds (e.g. the givens of a full grid) changes nothing and
-costs nothing. Each turn the **tool** writes a Python program that runs in the sandbox;
-its output (a grid or placements) is scored on a *copy* of the board. The **planner**
-sees the program and its output (same-turn visibility) and places values on the real board.
+The first three are explained one by one in ``infos[agent]["last_action"]["parsed"]
+["violations"]`` (the board shows them anyway); wrong values are only counted
+(``parsed["wrong_values"]``), so that the env never tells which legal-looking value is
+not the solution's (that would make it a solving oracle). Writing every value into every
+empty cell therefore applies nothing and costs the capped penalty: enumeration earns less
+than one honest wrong placement. Placing a value a cell already holds (e.g. the givens of
+a full grid) changes nothing and costs nothing. Each turn the **tool** writes a Python program that runs in the sandbox;
+its output (a grid or placements) is scored on a *copy* of the board, and each cell is
+credited to the tool once per episode (printing the same solution every turn while the
+planner waits earns it nothing more). The **planner** sees the program and its output
+(same-turn visibility) and places values on the real board.
 
 Instances: a full grid is filled by the backtracking solver with a candidate order
 shuffled by ``Random(data_seed + index)``; givens are then removed in a shuffled order
@@ -58,7 +70,14 @@ MIN_GIVENS = {4: 4, 9: 24}
 #: How many full grids the generator tries before giving up on reaching ``givens``.
 MAX_GRIDS = 200
 ANSWER_MARKER = re.compile(r"^[ \t*`>#-]*(place(?:ments?)?|grid)[ \t*`]*:", re.IGNORECASE | re.MULTILINE)
-BOARD_ROW = re.compile(r"^r(\d) +([1-9.| ]+)$", re.MULTILINE)
+BOARD_ROW = re.compile(r"^r([1-9]) +([1-9.| ]+)$", re.MULTILINE)
+#: ASCII digits only: ``str.isdigit`` and ``\d`` also accept ``³`` and ``٣``, and ``int`` of a
+#: 5,000-digit run raises (Python's int-string limit).
+NUMBER = re.compile(r"[0-9]+")
+#: Longest number token read as its value; a longer one is out of range for any grid anyway.
+MAX_NUMBER_DIGITS = 4
+#: The value given to a number token longer than ``MAX_NUMBER_DIGITS`` (out of range).
+TOO_LONG_NUMBER = 10 ** MAX_NUMBER_DIGITS
 
 Grid = tuple[int, ...]
 """A board in row-major order, ``0`` for an empty cell."""
@@ -203,7 +222,7 @@ def generate_puzzle(rng: random.Random, size: int, givens: int) -> Puzzle:
 # --------------------------------------------------------------- parsing
 def _cells_of(line: str) -> list[int]:
     """The cells of one grid row: digits, with ``.``, ``0`` and ``_`` for empty cells."""
-    return [0 if ch in "._0" else int(ch) for ch in line if ch.isdigit() or ch in "._"]
+    return [0 if ch in "._0" else ord(ch) - ord("0") for ch in line if ch in "0123456789._"]
 
 
 def _parse_grid(lines: list[str], size: int) -> tuple[list[tuple[int, int, int]] | None, str | None]:
@@ -215,7 +234,8 @@ def _parse_grid(lines: list[str], size: int) -> tuple[list[tuple[int, int, int]]
 
 
 def _parse_triples(body: str, size: int) -> tuple[list[tuple[int, int, int]] | None, str | None]:
-    numbers = [int(token) for token in re.findall(r"\d+", body)]
+    numbers = [int(token) if len(token) <= MAX_NUMBER_DIGITS else TOO_LONG_NUMBER
+               for token in NUMBER.findall(body)]
     if not numbers:
         return None, "no placements were found; write `PLACE: r c v; r c v`"
     if len(numbers) % 3:
@@ -290,17 +310,32 @@ class Outcome:
     """What a list of placements does to a board: the new board, counts and violations."""
 
     board: Grid
-    correct: int
+    """The board after the action: the old one when any placement was rejected."""
+    new_cells: frozenset[int]
+    """Indices of the cells the action filled (empty when it was rejected)."""
     unchanged: int
     violations: tuple[str, ...]
+    """The explained rejections: out of range, overwritten givens, conflicts."""
+    wrong_values: int
+    """Placements that break no rule but are not the solution's value (counted, never named)."""
+
+    @property
+    def rejected(self) -> int:
+        return len(self.violations) + self.wrong_values
+
+    @property
+    def correct(self) -> int:
+        return len(self.new_cells)
 
 
 def apply_placements(puzzle: Puzzle, board: Grid, placements: list[tuple[int, int, int]]) -> Outcome:
-    """Apply ``placements`` in order to ``board``; only correct values are written."""
+    """Apply ``placements`` in order to ``board``, all or nothing: the new board when every
+    placement is right (or already there), else the old board and the rejections."""
     size = puzzle.size
     near = neighbours(size)
     cells = list(board)
-    correct = unchanged = 0
+    new_cells: set[int] = set()
+    unchanged = wrong_values = 0
     violations = []
     for row, col, value in placements:
         where = f"r{row} c{col} = {value}"
@@ -319,11 +354,13 @@ def apply_placements(puzzle: Puzzle, board: Grid, placements: list[tuple[int, in
             violations.append(f"{where}: conflicts with the {value} at r{clash // size + 1} c{clash % size + 1}")
             continue
         if puzzle.solution[index] != value:
-            violations.append(f"{where}: breaks no rule yet but is not the solution's value (dead end)")
+            wrong_values += 1
             continue
         cells[index] = value
-        correct += 1
-    return Outcome(tuple(cells), correct, unchanged, tuple(violations))
+        new_cells.add(index)
+    if violations or wrong_values:
+        return Outcome(board, frozenset(), unchanged, tuple(violations), wrong_values)
+    return Outcome(tuple(cells), frozenset(new_cells), unchanged, (), 0)
 
 
 class raw_env(TextAECEnv[Puzzle]):
@@ -333,6 +370,7 @@ class raw_env(TextAECEnv[Puzzle]):
         "render_modes": ["human", "ansi"], "name": "sudoku_v0", "is_parallelizable": False
     }
     roles = ("tool", "planner")
+    human_role = "planner"  # `pettingllm play`'s default: a person plans moves, the tool agent writes Python
     config_class = SudokuConfig
     config: SudokuConfig
 
@@ -345,12 +383,15 @@ class raw_env(TextAECEnv[Puzzle]):
 
     def start_episode(self, puzzle: Puzzle) -> None:
         self.board: Grid = puzzle.givens
+        self.tool_credited: frozenset[int] = frozenset()
+        """Cells the tool's output has already been credited for (once per episode)."""
 
     # -------------------------------------------------------------- actions
-    def _score(self, outcome: Outcome) -> float:
+    def _score(self, outcome: Outcome, credited_cells: int) -> float:
         cfg = self.config
-        penalty = min(cfg.max_violation_penalty, cfg.violation_penalty * len(outcome.violations))
-        return outcome.correct / self.instance.empty_cells - penalty
+        if outcome.rejected:
+            return -min(cfg.max_violation_penalty, cfg.violation_penalty * outcome.rejected)
+        return credited_cells / self.instance.empty_cells
 
     def _summary(self, outcome: Outcome, placements: list[tuple[int, int, int]]) -> dict[str, Any]:
         return {
@@ -358,14 +399,18 @@ class raw_env(TextAECEnv[Puzzle]):
             "correct": outcome.correct,
             "unchanged": outcome.unchanged,
             "violations": list(outcome.violations),
+            "wrong_values": outcome.wrong_values,
         }
 
     def _violation_reason(self, outcome: Outcome) -> str | None:
-        if not outcome.violations:
+        if not outcome.rejected:
             return None
-        shown = "; ".join(outcome.violations[:5])
-        more = f" (+{len(outcome.violations) - 5} more)" if len(outcome.violations) > 5 else ""
-        return f"{len(outcome.violations)} placement(s) rejected: {shown}{more}"
+        parts = list(outcome.violations[:5])
+        if len(outcome.violations) > 5:
+            parts.append(f"+{len(outcome.violations) - 5} more")
+        if outcome.wrong_values:
+            parts.append(f"{outcome.wrong_values} value(s) break no rule yet but are not the solution's (dead ends)")
+        return f"{outcome.rejected} placement(s) rejected, so none of this action was applied: {'; '.join(parts)}"
 
     def apply_action(self, agent: str, text: str) -> ActionResult:
         if agent == "tool":
@@ -383,10 +428,12 @@ class raw_env(TextAECEnv[Puzzle]):
             return ActionResult(-cfg.format_penalty, valid=False, parsed=parsed,
                                 invalid_reason=f"program output: {reason}", feedback=run.feedback)
         outcome = apply_placements(self.instance, self.board, placements)  # on a copy: the board stays
-        parsed = {"code": run.code, **self._summary(outcome, placements)}
+        credited = outcome.new_cells - self.tool_credited
+        self.tool_credited |= credited
+        parsed = {"code": run.code, **self._summary(outcome, placements), "credited": len(credited)}
         reason = self._violation_reason(outcome)
-        return ActionResult(self._score(outcome), valid=reason is None, parsed=parsed, invalid_reason=reason,
-                            feedback=run.feedback)
+        return ActionResult(self._score(outcome, len(credited)), valid=reason is None, parsed=parsed,
+                            invalid_reason=reason, feedback=run.feedback)
 
     def _apply_planner(self, text: str) -> ActionResult:
         placements, reason = parse_answer(text, self.instance.size, require_marker=True)
@@ -395,7 +442,7 @@ class raw_env(TextAECEnv[Puzzle]):
         outcome = apply_placements(self.instance, self.board, placements)
         self.board = outcome.board
         reason = self._violation_reason(outcome)
-        return ActionResult(self._score(outcome), valid=reason is None,
+        return ActionResult(self._score(outcome, outcome.correct), valid=reason is None,
                             parsed=self._summary(outcome, placements), invalid_reason=reason)
 
     # ------------------------------------------------------------ rewards
@@ -418,8 +465,8 @@ class raw_env(TextAECEnv[Puzzle]):
             f"You are on a team of two agents, a tool agent and a planner, solving a {size}x{size} sudoku: "
             f"fill every empty cell (.) with 1..{size} so that each row, column and {box_rows}x{box_cols} box "
             f"holds every value once. The solution is unique. Rows and columns are numbered 1..{size} from the "
-            "top left. Only correct placements are applied; conflicts, wrong values and overwritten givens "
-            "are rejected and penalised."
+            "top left. An answer is applied only when every placement in it is right; one conflict, wrong "
+            "value or overwritten given rejects the whole answer, and each wrong placement is penalised."
         )
         if agent == "tool":
             return common + (
@@ -467,8 +514,9 @@ class raw_env(TextAECEnv[Puzzle]):
 def describe(result: ActionResult) -> str:
     parsed = result.parsed if isinstance(result.parsed, dict) else {}
     if "placements" in parsed:
+        rejected = len(parsed["violations"]) + parsed["wrong_values"]
         text = (f"{parsed['placements']} placements: {parsed['correct']} correct new, "
-                f"{parsed['unchanged']} unchanged, {len(parsed['violations'])} rejected")
+                f"{parsed['unchanged']} unchanged, {rejected} rejected")
     else:
         text = "no placements"
     if result.invalid_reason:
@@ -522,7 +570,7 @@ def read_board(observation: str) -> tuple[Grid, int] | None:
     """The board and its size from an observation (the ``rN`` lines), or None."""
     rows: dict[int, list[int]] = {}
     for number, body in BOARD_ROW.findall(observation):
-        rows.setdefault(int(number), _cells_of(body))
+        rows.setdefault(ord(number) - ord("0"), _cells_of(body))
     size = len(rows)
     if size not in BOX or sorted(rows) != list(range(1, size + 1)) or any(len(r) != size for r in rows.values()):
         return None

@@ -9,7 +9,10 @@
 | Cells               | `1`..`9` in reading order (1 top left, 9 bottom right) or `a1`..`c3`          |
 |                     | (letter = column a..c left to right, digit = row 1..3 top to bottom)          |
 | Global reward       | zero-sum, from the player's own side: +1 win, -1 loss, 0 draw or ongoing     |
-| Local reward        | +0.1 for a legal move; -0.5 for an illegal one (occupied cell, no `MOVE:`)   |
+| Local reward        | +0.1 for a legal move; -0.5 for an illegal one (occupied cell, no `MOVE:`); |
+|                     | a winning move also earns +0.1 for each move the win saved the winner        |
+| Reward bounds       | local per action in `[-max(format, illegal), 0.1 * 5]`; a player's legal-    |
+|                     | move credits sum to at most `0.1 * 5` per game; global in `{-1, 0, 1}`        |
 | Illegal move        | penalised and explained in infos; the player loses its move (a pass)         |
 | Termination         | three in a row, or a full board (draw)                                        |
 | Truncation          | `max_turns` turns (default 5); an unfinished game scores as a draw            |
@@ -22,6 +25,12 @@ game outcome from the acting player's side. The winning move ends the game befor
 loser acts again, so :meth:`raw_env.step` also credits the loser ``alpha * -1`` in
 ``rewards`` at that step (PettingZoo's usual end-of-game reward): over an episode the two
 players' global parts sum to zero. ``infos[agent]["game"]`` holds the mark and outcome.
+
+**Winning later never pays more.** A legal move earns ``legal_move_reward``, so a player
+that delays a forced win would collect one more per extra move. The winning move therefore
+also earns ``legal_move_reward`` for each move the winner would still have made had the
+board been filled (``empty cells // 2``): every win of a position pays the winner the
+same legal-move credit however fast it comes, and the outcome (+1) on top.
 
 **Instances are openings.** An empty board is one position and a draw under perfect play,
 so it can be neither split into train and test nor won by an oracle. An instance is the
@@ -192,7 +201,8 @@ class raw_env(TextAECEnv[Opening]):
                                                "you lost this move")
         self.board = self.board[:cell] + MARKS[agent] + self.board[cell + 1:]
         self.moves.append((agent, cell))
-        return ActionResult(cfg.legal_move_reward, parsed={"cell": cell + 1})
+        saved_moves = self.board.count(".") // 2 if winner(self.board) == MARKS[agent] else 0
+        return ActionResult(cfg.legal_move_reward * (1 + saved_moves), parsed={"cell": cell + 1})
 
     def step(self, action: Any) -> None:
         """The base step, plus the loser's share of the zero-sum outcome when a move wins."""

@@ -9,7 +9,9 @@
 | reasoner's action   | step-by-step reasoning ending in `\\boxed{final answer}`                 |
 | tool's action       | a ```` ```python ```` block whose program prints the answer last         |
 | Global reward       | 1 if the team's answer (the latest valid answer of either role) is right |
-| Local reward        | 1 if the role's own answer is right, else 0                              |
+| Local reward        | 1 the first time the role's own answer is right, else 0                  |
+| Reward bounds       | local per action in `[-max(format, tool_error), 1]`; each role's local   |
+|                     | rewards sum to at most 1 per episode; global in `{0, 1}`                 |
 | Penalties           | format (no `\\boxed{}` / no code / nothing printed), tool program error   |
 | Termination         | both roles' latest answers agree (`terminate_on="agreement"`), or the    |
 |                     | reasoner is right (`terminate_on="reasoner_correct"`, for evaluation)    |
@@ -24,10 +26,12 @@ earlier role did in that turn, and from the second turn on each role sees the ot
 latest solution and answer, so disagreements can be resolved.
 
 Answers are checked with :func:`pettingllm_envs.math.verify` (mathematical equality,
-never string similarity). For every role a right answer earns ``alpha + 1``, a wrong one
-``0`` and an invalid action a negative penalty, so a wrong answer always earns less than a
-right one. Agreement is ``verify(reasoner_answer, tool_answer)``; agreeing on a wrong
-answer ends the episode without success.
+never string similarity). For every role a right answer earns ``alpha + 1`` (the local 1
+only the first time: repeating a right answer while the other role keeps disagreeing
+earns no more local credit), a wrong one ``0`` and an invalid action a negative penalty,
+so a wrong answer always earns less than a right one. Agreement is
+``verify(reasoner_answer, tool_answer)``; agreeing on a wrong answer ends the episode
+without success.
 
 Problems come from the procedural GSM-style generator
 (:mod:`pettingllm_envs.math.generator`, split by a hash of the problem text) or from a
@@ -173,6 +177,8 @@ class raw_env(TextAECEnv[MathProblem]):
         self.team_answer: str | None = None
         self.team_correct = False
         self.agreed = False
+        self.credited: set[str] = set()
+        """Roles whose right answer has earned its local reward (once per episode)."""
 
     # -------------------------------------------------------------- actions
     def apply_action(self, agent: str, text: str) -> ActionResult:
@@ -203,7 +209,10 @@ class raw_env(TextAECEnv[MathProblem]):
         self.team_answer, self.team_correct = answer, correct
         other = self.answers["tool" if agent == "reasoner" else "reasoner"]
         self.agreed = other is not None and verify(self.answers["reasoner"], self.answers["tool"])
-        return ActionResult(1.0 if correct else 0.0, parsed={**parsed, "correct": correct}, feedback=feedback)
+        first = correct and agent not in self.credited
+        if first:
+            self.credited.add(agent)
+        return ActionResult(1.0 if first else 0.0, parsed={**parsed, "correct": correct}, feedback=feedback)
 
     # ------------------------------------------------------------ rewards
     def global_reward(self) -> float:

@@ -10,6 +10,9 @@
 | planner's action    | text ending with a line `MOVES: U R R D` (U/D/L/R or up/down/...)      |
 | Global reward       | reached: 0.7 + 0.3 * shortest/steps; else 0.5 * progress toward goal   |
 | Local reward        | progress of the role's moves (tool: simulated on a copy) minus waste   |
+| Reward bounds       | local per action in `[-(illegal + waste * cells / shortest), 1]`; the  |
+|                     | planner's local rewards sum to at most 1 over an episode, and so do    |
+|                     | the tool's progress credits; global in `[0, 1]`                        |
 | Penalties           | format (no code/MOVES), tool program error, illegal move               |
 | Termination         | the walker stands on the goal                                          |
 | Truncation          | `max_turns` turns (default 4)                                          |
@@ -23,8 +26,11 @@ Moves stop at the first one that hits a wall or leaves the grid.
 
 Distances are true shortest-path lengths (BFS from the goal), so *progress* is
 ``(d_before - d_after) / d_start`` and a move that does not bring the walker closer is
-*wasted*. Instances are drawn from ``Random(data_seed + index)``, reachable by
-construction (BFS), and split between train and test by a hash of the grid.
+*wasted*. The tool is credited only for progress past the closest point its earlier
+proposals were credited for, so proposing the same path every turn while the planner
+waits earns it nothing more (its progress credits sum to at most 1 per episode).
+Instances are drawn from ``Random(data_seed + index)``, reachable by construction (BFS),
+and split between train and test by a hash of the grid.
 """
 
 from __future__ import annotations
@@ -122,6 +128,7 @@ class raw_env(TextAECEnv[Maze]):
         "render_modes": ["human", "ansi"], "name": "plan_path_v0", "is_parallelizable": False
     }
     roles = ("tool", "planner")
+    human_role = "planner"  # `pettingllm play`'s default: a person plans moves, the tool agent writes Python
     config_class = PlanPathConfig
     config: PlanPathConfig
 
@@ -148,6 +155,8 @@ class raw_env(TextAECEnv[Maze]):
     def start_episode(self, maze: Maze) -> None:
         self.position = maze.start
         self.steps_taken = 0
+        self.tool_record = maze.shortest
+        """The smallest distance to the goal that the tool's proposals have been credited down to."""
 
     # -------------------------------------------------------------- actions
     def _simulate(self, moves: list[str]) -> tuple[tuple[int, int], int, str | None]:
@@ -164,12 +173,17 @@ class raw_env(TextAECEnv[Maze]):
             pos = nxt
         return pos, min(len(moves), maze_area(maze)), None
 
-    def _score_moves(self, moves: list[str]) -> tuple[float, tuple[int, int], int, str | None]:
+    def _score_moves(
+        self, moves: list[str], record: int | None = None
+    ) -> tuple[float, tuple[int, int], int, str | None]:
+        """Score ``moves`` from the current position. With ``record`` (the tool's), progress
+        counts only below that distance, so the same progress is never credited twice."""
         cfg, maze = self.config, self.instance
         end, applied, illegal = self._simulate(moves)
         gained = maze.dist(self.position) - maze.dist(end)
         wasted = applied - gained
-        score = (gained - cfg.waste_penalty * wasted) / maze.shortest
+        credited = gained if record is None or gained <= 0 else min(gained, max(0, record - maze.dist(end)))
+        score = (credited - cfg.waste_penalty * wasted) / maze.shortest
         if illegal:
             score -= cfg.illegal_move_penalty
         return score, end, applied, illegal
@@ -184,7 +198,8 @@ class raw_env(TextAECEnv[Maze]):
         if isinstance(outcome, ActionResult):
             return outcome
         moves, run = outcome
-        score, end, _, illegal = self._score_moves(moves)
+        score, end, _, illegal = self._score_moves(moves, record=self.tool_record)
+        self.tool_record = min(self.tool_record, self.instance.dist(end))
         parsed = {"code": run.code, "moves": "".join(moves), "simulated_end": list(end)}
         return ActionResult(score, valid=illegal is None, parsed=parsed, invalid_reason=illegal,
                             feedback=run.feedback)

@@ -10,6 +10,10 @@
 | planner's action    | text ending with a line `MOVES: U R R D` (U/D/L/R or up/down/...)      |
 | Global reward       | solved: 0.7 + 0.3 * optimal/moves; else 0.5 * share of boxes on goals  |
 | Local reward        | push progress of the role's moves (tool: simulated on a copy)          |
+| Reward bounds       | local per action in `[-max(format, tool_error, deadlock, illegal +     |
+|                     | M / h_start, waste * M / optimal), 1]` with M = max_moves_per_action;  |
+|                     | the planner's push progress sums to at most 1 over an episode, and so  |
+|                     | do the tool's progress credits; global in `[0, 1]`                     |
 | Penalties           | format, tool program error, illegal move, deadlock, wasted moves       |
 | Termination         | every box is on a goal, or a box is deadlocked (`end_on_deadlock`)     |
 | Truncation          | `max_turns` turns (default 4)                                          |
@@ -35,7 +39,9 @@ other boxes (a reverse BFS from the goals): ``(h_before - h_after) / h_start`` w
 ``h`` sums it over the boxes. A cell from which no goal can be reached (a corner, a
 wall edge without a goal) is a *dead square*; a push onto one is a simple deadlock and
 scores ``-deadlock_penalty``. A move list that solves the level with more moves than
-the optimum from where it started loses ``waste_penalty * extra / optimal``.
+the optimum from where it started loses ``waste_penalty * extra / optimal``. The tool is
+credited only for push progress past the lowest ``h`` its earlier proposals were credited
+for, so proposing the same pushes every turn while the planner waits earns nothing more.
 Instances are drawn from ``Random(data_seed + index)`` and split between train and test
 by a hash of the board (with the player moved to a canonical cell of its region, so
 boards that differ only in where the player stands in one region share a split).
@@ -314,6 +320,7 @@ class raw_env(TextAECEnv[Level]):
         "render_modes": ["human", "ansi"], "name": "sokoban_v0", "is_parallelizable": False
     }
     roles = ("tool", "planner")
+    human_role = "planner"  # `pettingllm play`'s default: a person plans moves, the tool agent writes Python
     config_class = SokobanConfig
     config: SokobanConfig
 
@@ -359,6 +366,8 @@ class raw_env(TextAECEnv[Level]):
         self.steps_taken = 0
         self.pushes = 0
         self.deadlock: Cell | None = None
+        self.tool_record = level.heuristic(level.boxes)
+        """The lowest push distance ``h`` that the tool's proposals have been credited down to."""
 
     # -------------------------------------------------------------- actions
     def _simulate(self, moves: list[str]) -> Simulation:
@@ -395,14 +404,19 @@ class raw_env(TextAECEnv[Level]):
             applied += 1
         return Simulation(player, tuple(sorted(boxes)), applied, pushes, illegal, deadlock)
 
-    def _score(self, sim: Simulation) -> tuple[float, str | None]:
-        """The local reward of a simulated move list and the reason for any penalty."""
+    def _score(self, sim: Simulation, record: int | None = None) -> tuple[float, str | None]:
+        """The local reward of a simulated move list and the reason for any penalty. With
+        ``record`` (the tool's), progress counts only below that ``h``, so it is credited once."""
         cfg, level = self.config, self.instance
         if sim.deadlock is not None:
             return -cfg.deadlock_penalty, (
                 f"the push onto {sim.deadlock} deadlocks that box: no goal can be reached from there"
             )
-        score = (level.heuristic(self.boxes) - level.heuristic(sim.boxes)) / level.heuristic(level.boxes)
+        after = level.heuristic(sim.boxes)
+        gained = level.heuristic(self.boxes) - after
+        if record is not None and gained > 0:
+            gained = min(gained, max(0, record - after))
+        score = gained / level.heuristic(level.boxes)
         reason = sim.illegal
         if sim.illegal is not None:
             score -= cfg.illegal_move_penalty
@@ -432,7 +446,9 @@ class raw_env(TextAECEnv[Level]):
             return outcome
         moves, run = outcome
         sim = self._simulate(moves)
-        score, reason = self._score(sim)
+        score, reason = self._score(sim, record=self.tool_record)
+        if sim.deadlock is None:
+            self.tool_record = min(self.tool_record, self.instance.heuristic(sim.boxes))
         parsed = {"code": run.code, "moves": "".join(moves), "simulated": _state_json(sim)}
         return ActionResult(score, valid=sim.illegal is None, parsed=parsed, invalid_reason=reason,
                             feedback=run.feedback)

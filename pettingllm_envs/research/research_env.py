@@ -12,9 +12,16 @@
 | Global reward       | 1 once the main agent's final answer is right, else 0 (same for both)        |
 | main's local reward | on ANSWER: `main_format_weight + main_correct_weight * correct`; 0 on a      |
 |                     | delegation (M-GRPO's main reward: a1 * format + a2 * correct)                |
-| sub's local reward  | `tool_call_reward` per informative tool call, `report_reward` for a report   |
-|                     | that answers its sub-question; at the end `sub_outcome_weight * correct` per |
-|                     | delegation (the main agent's final correctness mixed in)                     |
+| sub's local reward  | in a *useful* delegation (below): `tool_call_reward` per tool call that      |
+|                     | returns something new to the episode, `report_reward` for a report that      |
+|                     | answers its sub-question; at the end `sub_outcome_weight * correct` per      |
+|                     | delegation whose report was credited (the main's final correctness mixed in) |
+| Reward bounds       | main: local per action in `[-format_penalty, main_format_weight +            |
+|                     | main_correct_weight]`, one answer per episode; sub: local per action in      |
+|                     | `[-format_penalty, max(tool_call_reward, report_reward)]`, and its positive  |
+|                     | credit over an episode is at most `hops * (report_reward +                   |
+|                     | sub_outcome_weight) + max_delegations * max_tool_calls * tool_call_reward`;  |
+|                     | global in `{0, 1}`                                                           |
 | Penalties           | `format_penalty`: no command, a command of the other role, an empty or long  |
 |                     | argument, a delegation over budget, a tool call when only REPORT is left     |
 | Termination         | the main agent answers                                                       |
@@ -48,6 +55,14 @@ delegations' ``reward``.
 relations its keywords name, composed in the only type-checking order). A report is a
 correct hop when it names that answer. An uncheckable sub-question (no entity, several,
 ambiguous relations) earns the report nothing and says why in ``parsed``.
+
+**Only progress is credited.** A delegation is *useful* when its sub-question is a step of
+the question's chain (it names an entity of the chain and the relations that follow it
+there, so its answer is a later entity of the chain) and no earlier report was already
+credited with that answer. Only useful delegations earn the sub anything: asking
+the same sub-question again, or enumerating correct but irrelevant facts, earns nothing,
+so a failed episode never pays the sub more than a solved one. A failed attempt at a hop
+leaves the hop open, so a retry is useful again (and earns the credit once).
 
 **Data.** Every problem has its own fictional world (:mod:`.knowledge_base`), so answers
 cannot come from memory. Instances are drawn from ``Random(data_seed + index)`` and
@@ -116,6 +131,10 @@ class Delegation:
     ended: str = "open"
     """``open``, ``report``, ``budget`` (no report within the budget) or ``episode_end``."""
     reward_own: float = 0.0
+    useful: bool = False
+    """Checkable, its answer is on the question's chain and not yet credited (see the docstring)."""
+    credited: bool = False
+    """Its report was a correct hop of a useful delegation (it earned ``report_reward``)."""
 
 
 @dataclass
@@ -145,7 +164,8 @@ class ResearchConfig(TextEnvConfig):
     report_reward: float = 0.5
     """Paid to the sub for a report that answers its sub-question (a correct hop)."""
     tool_call_reward: float = 0.05
-    """Paid to the sub for a tool call that returns something new (a found entity, hits)."""
+    """Paid to the sub for a tool call, in a useful delegation, that returns something new to the
+    episode (a found entity, hits); ``parsed["found"]`` says whether it was paid."""
     sub_outcome_weight: float = 0.5
     """Weight of the main agent's final correctness in each delegation's sub reward."""
     search_results: int = 5
@@ -250,6 +270,7 @@ class raw_env(TextAECEnv[ResearchProblem]):
             return ActionResult(-cfg.format_penalty, valid=False, parsed=parsed, invalid_reason=reason)
         if command == "DELEGATE":
             delegation = Delegation(len(self.delegations), argument, interpret(self.instance.kb, argument))
+            delegation.useful = self._is_progress(delegation.check)
             self.delegations.append(delegation)
             self.acting_next = "sub"
             return ActionResult(0.0, parsed={**parsed, "delegation": delegation.index})
@@ -291,19 +312,37 @@ class raw_env(TextAECEnv[ResearchProblem]):
         delegation.reward_own += result.local_reward
         return result
 
+    def _is_progress(self, check: Interpretation) -> bool:
+        """``check`` follows the question's chain from one of its entities, and no credited
+        report has named its answer yet."""
+        problem = self.instance
+        entities = (problem.entity, *problem.path)
+        on_chain = check.answer is not None and check.entity is not None and any(
+            normalize(entities[start]) == normalize(check.entity)
+            and check.chain == problem.chain[start:start + len(check.chain)]
+            for start in range(len(problem.chain))
+        )
+        return on_chain and not any(d.credited and normalize(d.check.answer) == normalize(check.answer)
+                                    for d in self.delegations)
+
     def _report(self, delegation: Delegation, argument: str, parsed: dict[str, Any]) -> ActionResult:
         check = delegation.check
         delegation.report = argument
         delegation.report_correct = check.answer is not None and normalize(argument) == normalize(check.answer)
+        delegation.credited = delegation.useful and delegation.report_correct
         delegation.ended = "report"
         self.acting_next = "main"
-        parsed = {**parsed, "checkable": check.answer is not None, "correct_hop": delegation.report_correct}
+        parsed = {**parsed, "checkable": check.answer is not None, "correct_hop": delegation.report_correct,
+                  "credited": delegation.credited}
         if check.answer is None:
             parsed["uncheckable_reason"] = check.reason
-        return ActionResult(self.config.report_reward * delegation.report_correct, parsed=parsed)
+        elif not delegation.useful:
+            parsed["not_credited_reason"] = "the sub-question's answer is not a new step of the question's chain"
+        return ActionResult(self.config.report_reward * delegation.credited, parsed=parsed)
 
     def _tool(self, command: str, argument: str, delegation: Delegation) -> tuple[bool, str]:
-        """Run SEARCH or LOOKUP; (whether it returned something new, the result text)."""
+        """Run SEARCH or LOOKUP; (whether it earns credit, the result text). A call earns credit
+        in a useful delegation when its result is new to the episode."""
         kb = self.instance.kb
         if command == "LOOKUP":
             entity = kb.find(argument)
@@ -317,8 +356,8 @@ class raw_env(TextAECEnv[ResearchProblem]):
             if not hits:
                 return False, f"No entity matches {argument!r}."
             text = "\n".join(f"{e.name} ({e.type}): {e.description}" for e in hits)
-        repeated = any(result == text for _, _, result in delegation.calls)
-        return not repeated, text
+        repeated = any(result == text for earlier in self.delegations for _, _, result in earlier.calls)
+        return delegation.useful and not repeated, text
 
     # ------------------------------------------------------------ rewards
     def step(self, action: Any) -> None:
@@ -330,12 +369,12 @@ class raw_env(TextAECEnv[ResearchProblem]):
             for delegation in self.delegations:
                 if delegation.ended == "open":
                     delegation.ended = "episode_end"
-            credit = self.outcome_credit() * len(self.delegations)
+            credit = self.outcome_credit() * sum(d.credited for d in self.delegations)
             self.rewards["sub"] += credit
             self._cumulative_rewards["sub"] += credit
 
     def outcome_credit(self) -> float:
-        """The main agent's final correctness as mixed into each delegation's sub reward."""
+        """The main agent's final correctness as mixed into each credited delegation's sub reward."""
         return self.config.sub_outcome_weight * self.correct
 
     def global_reward(self) -> float:
@@ -363,8 +402,9 @@ class raw_env(TextAECEnv[ResearchProblem]):
                     {
                         "index": d.index, "question": d.question, "sub_steps": d.steps, "tool_calls": len(d.calls),
                         "report": d.report, "checkable": d.check.answer is not None,
-                        "report_correct": d.report_correct, "ended": d.ended, "reward_own": d.reward_own,
-                        "reward_outcome": outcome, "reward": d.reward_own + outcome,
+                        "report_correct": d.report_correct, "useful": d.useful, "credited": d.credited,
+                        "ended": d.ended, "reward_own": d.reward_own,
+                        "reward_outcome": outcome * d.credited, "reward": d.reward_own + outcome * d.credited,
                     }
                     for d in self.delegations
                 ],
