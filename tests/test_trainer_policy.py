@@ -10,11 +10,10 @@ vocabulary size, middle truncation of long prompts, chunked scoring and gradient
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 import torch.nn.functional as F
+from sampler_stats import chi_square_p_value, draw_many, float32_unreachable, poisson_bounds
 
 from trainers.config import TrainConfig
 from trainers.policy import TRUNCATION_MARKER, PolicySet, sample_categorical, stop_token_ids
@@ -93,38 +92,6 @@ def test_inverse_cdf_sampling_draws_from_the_distribution():
 
 
 # ------------------------------------------------------------------ the sampler on a real vocabulary size
-def float32_unreachable(probs: torch.Tensor) -> torch.Tensor:
-    """Tokens of positive probability that float32 inverse-CDF sampling can never draw: their
-    entry adds nothing to the float32 running sum (the old sampler's defect)."""
-    cdf = probs.float().cumsum(-1)
-    return (probs > 0) & (cdf == torch.cat([torch.zeros(1), cdf[:-1]]))
-
-
-def draw_many(probs: torch.Tensor, draws: int, rows: int = 256) -> torch.Tensor:
-    """``draws`` tokens from the one distribution ``probs`` ``[V]``, ``rows`` per sampler call."""
-    return torch.cat([sample_categorical(probs[None].expand(rows, -1)) for _ in range(draws // rows)])
-
-
-def chi_square_p_value(counts: torch.Tensor, probs: torch.Tensor, min_expected: float = 20.0) -> float:
-    """Pearson's test of ``counts`` against ``probs``, tokens pooled (in vocabulary order)
-    into bins of at least ``min_expected`` expected draws."""
-    from scipy.stats import chi2
-
-    expected = probs.double() / probs.double().sum() * counts.sum()
-    bins = (expected.cumsum(0) / min_expected).floor().long()  # a new bin every min_expected of expectation
-    bins = bins.clamp(max=max(int(bins[-1]) - 1, 0))  # the remainder joins the last full bin
-    observed = torch.zeros(int(bins[-1]) + 1, dtype=torch.float64).index_add_(0, bins, counts.double())
-    wanted = torch.zeros_like(observed).index_add_(0, bins, expected)
-    keep = wanted > 0
-    statistic = float(((observed[keep] - wanted[keep]) ** 2 / wanted[keep]).sum())
-    return float(chi2.sf(statistic, int(keep.sum()) - 1))
-
-
-def poisson_bounds(mean: float) -> tuple[float, float]:
-    """A +-5 sigma band for a Poisson count (false alarm < 1e-6)."""
-    return mean - 5 * math.sqrt(mean) - 1, mean + 5 * math.sqrt(mean) + 1
-
-
 def zipf_with_a_tail(vocab: int, head: int, tail_prob: float) -> torch.Tensor:
     """A Zipf head on the first ``head`` ids (as BPE vocabularies put frequent tokens first)
     and a flat tail of ``tail_prob`` per token, the shape of an LM's next-token distribution."""
