@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import re
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from pettingllm_envs.cli.errors import DefaultsHelpFormatter, UsageError
 from pettingllm_envs.cli.play import read_move
 from pettingllm_envs.cli.trainer_commands import TRAINER_COMMANDS, delegated_parser
 from pettingllm_envs.policies import scripted_policy
+from pettingllm_envs.progress import PlainBar
 
 #: A Sphinx double-backtick literal (a code fence ``` is three backticks, and allowed).
 RST_LITERAL = re.compile(r"(?<!`)``(?!`)")
@@ -263,7 +265,9 @@ def test_train_errors_are_one_line(capsys, tiny_model_dir, tmp_path):
     assert "the folder does not exist" in err and "Repo id" not in err
     config = tmp_path / "run.yaml"
     config.write_text("stepz: 3\n")
-    assert "stepz" in one_line_error(capsys, smoke_args(tiny_model_dir, run, "--config", str(config)))
+    assert "did you mean 'steps'" in one_line_error(capsys, smoke_args(tiny_model_dir, run, "--config", str(config)))
+    err = one_line_error(capsys, smoke_args(tiny_model_dir, run, "--config", str(tmp_path / "missing.yaml")))
+    assert "no such file" in err
     assert not run.exists()  # no failed start left an empty run dir behind
 
 
@@ -274,6 +278,7 @@ def test_a_second_train_into_the_same_run_dir_is_refused_unless_resume_or_overwr
     assert main(smoke_args(tiny_model_dir, run, "--dump-samples", str(samples))) == 0
     err = capsys.readouterr().err
     assert "groups degenerate: no gradient this step" in err  # the random tiny model learns nothing here
+    assert "Loading weights" not in err and "Writing model shards" not in err and "FutureWarning" not in err
     first_metrics, first_samples = (run / "metrics.jsonl").read_text(), samples.read_text()
 
     err = one_line_error(capsys, smoke_args(tiny_model_dir, run, "--dump-samples", str(samples)))
@@ -349,3 +354,26 @@ def test_plots_have_integer_steps_distinct_curves_and_legends_off_the_curves():
         assert len(set(styles)) == len(styles)  # equal curves (tool == planner == mean) stay distinguishable
         legend = ax.get_legend().get_window_extent(renderer)
         assert legend.y1 <= ax.get_window_extent(renderer).y0  # under the panel, over no curve
+
+
+def test_the_plain_progress_bar_without_tqdm_writes_one_line_to_a_log():
+    stream = io.StringIO()  # not a terminal: no carriage returns, one line at the end
+    with PlainBar(4, "bench", "episodes", stream) as bar:
+        for _ in range(4):
+            bar.update(1)
+        bar.write("a note")
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "a note" and lines[1].startswith("bench: [" + "#" * PlainBar.width + "] 4/4 episodes")
+    assert len(lines) == 2 and "\r" not in stream.getvalue()
+
+
+def test_importing_the_package_leaves_library_logging_alone():
+    code = ("import os, pettingllm_envs.cli; "
+            "assert 'HF_HUB_DISABLE_PROGRESS_BARS' not in os.environ and 'TRANSFORMERS_VERBOSITY' not in os.environ")
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY")}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_make_with_an_unknown_config_field_names_the_valid_ones():
+    with pytest.raises(TypeError, match=r"PlanPathConfig has no field\(s\) \['bogus'\]; fields: .*max_turns"):
+        pettingllm_envs.make("plan_path_v0", bogus=1)

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from pettingllm_envs.cli.checks import ENV_KWARGS_HELP, check_at_least, check_env_config, parse_env_kwargs
-from pettingllm_envs.cli.errors import ArgumentParser, UsageError
+from pettingllm_envs.cli.errors import ArgumentParser, UsageError, terminal_text
 from pettingllm_envs.cli.output import format_table
 from pettingllm_envs.cli.trainer_commands import add_trainer_commands
 from pettingllm_envs.episodes import play_episode
@@ -206,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         if debug:
             raise
-        print(f"pettingllm: error: {' '.join(str(error).split())}", file=sys.stderr)
+        print(f"pettingllm: error: {terminal_text(' '.join(str(error).split()))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         if debug:
