@@ -100,6 +100,23 @@ COMMAND_LINE = re.compile(
 MAX_ARGUMENT_CHARS = 300
 
 
+def parse_command(agent: str, text: str) -> tuple[str | None, str, str | None]:
+    """(command, argument, reason it is invalid) of the last command line in ``text`` for ``agent``."""
+    matches = COMMAND_LINE.findall(text)
+    allowed = COMMANDS[agent]
+    if not matches:
+        return None, "", f"no command line was found; write one line starting with {' or '.join(allowed)}:"
+    command, argument = matches[-1][0].upper(), matches[-1][1].strip()
+    if command not in allowed:
+        return command, argument, f"the {agent} agent cannot use {command}; its commands are {', '.join(allowed)}"
+    if not argument:
+        return command, argument, f"{command}: needs an argument"
+    if len(argument) > MAX_ARGUMENT_CHARS:
+        return command, argument[:MAX_ARGUMENT_CHARS], (
+            f"the {command} argument has {len(argument)} characters, more than {MAX_ARGUMENT_CHARS}")
+    return command, argument, None
+
+
 @dataclass(frozen=True)
 class ResearchProblem:
     """One question over its own knowledge base."""
@@ -243,26 +260,10 @@ class raw_env(TextAECEnv[ResearchProblem]):
             return self._apply_main(text)
         return self._apply_sub(text)
 
-    def _parse(self, agent: str, text: str) -> tuple[str | None, str, str | None]:
-        """(command, argument, reason it is invalid) of the last command line in ``text``."""
-        matches = COMMAND_LINE.findall(text)
-        allowed = COMMANDS[agent]
-        if not matches:
-            return None, "", f"no command line was found; write one line starting with {' or '.join(allowed)}:"
-        command, argument = matches[-1][0].upper(), matches[-1][1].strip()
-        if command not in allowed:
-            return command, argument, f"the {agent} agent cannot use {command}; its commands are {', '.join(allowed)}"
-        if not argument:
-            return command, argument, f"{command}: needs an argument"
-        if len(argument) > MAX_ARGUMENT_CHARS:
-            return command, argument[:MAX_ARGUMENT_CHARS], (
-                f"the {command} argument has {len(argument)} characters, more than {MAX_ARGUMENT_CHARS}")
-        return command, argument, None
-
     def _apply_main(self, text: str) -> ActionResult:
         cfg = self.config
         self.main_steps += 1
-        command, argument, reason = self._parse("main", text)
+        command, argument, reason = parse_command("main", text)
         parsed = {"command": command, "argument": argument} if command else None
         if reason is None and command == "DELEGATE" and len(self.delegations) >= cfg.max_delegations:
             reason = f"all {cfg.max_delegations} delegations are used; give your ANSWER"
@@ -289,7 +290,7 @@ class raw_env(TextAECEnv[ResearchProblem]):
             self.acting_next = "main"
             return ActionResult(-cfg.format_penalty, valid=False, invalid_reason="no sub-question is open")
         delegation.steps += 1
-        command, argument, reason = self._parse("sub", text)
+        command, argument, reason = parse_command("sub", text)
         parsed: dict[str, Any] = {"command": command, "argument": argument, "delegation": delegation.index,
                                   "sub_step": delegation.steps - 1}
         if reason is None and command == "REPORT":
