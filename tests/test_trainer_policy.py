@@ -215,7 +215,7 @@ def test_over_long_prompt_keeps_the_system_message_and_latest_turn_and_cuts_the_
     assert "message 5" in encoding.text and "message 0" not in encoding.text and TRUNCATION_MARKER not in encoding.text
     # a system message alone over the budget: both ends of the tokens stay
     encoding = policies.encode_prompt([{"role": "system", "content": "s" * 1000}, {"role": "user", "content": "go"}])
-    assert encoding.truncated and len(encoding.ids) == 300
+    assert encoding.truncated and len(encoding.ids) == 300 and TRUNCATION_MARKER in encoding.text
     assert encoding.text.startswith("<|system|>") and encoding.text.endswith("go\n<|assistant|>")
 
 
@@ -256,3 +256,23 @@ def test_chunked_scoring_equals_full_scoring_and_never_holds_all_logits(tiny_mod
     assert max(head_rows) <= 3  # no [tokens, vocab] tensor beyond one chunk, forward or backward
     assert full_calls == (2, 0)  # (forwards, backward recomputations) of a layer: prompts, then completions
     assert calls == ((1, 1) if checkpointing else (2, 0))  # checkpointed: one uncached pass, replayed once
+
+
+def test_trainer_marks_and_dumps_the_samples_whose_prompt_was_cut(tiny_model_dir, tmp_path):
+    import json
+
+    from trainers.train import Trainer
+
+    def run(max_prompt_tokens: int, run_dir) -> list[dict]:
+        config = TrainConfig(env="plan_path_v0", model=str(tiny_model_dir), run_dir=str(run_dir), steps=1,
+                             max_prompt_tokens=max_prompt_tokens, max_new_tokens=2, problems_per_step=1, n_samples=2,
+                             env_kwargs={"max_turns": 1}, dump_samples=str(run_dir / "samples.jsonl"), eval_every=0,
+                             progress=False, tensorboard=False, checkpoint_every=0)
+        Trainer(config).train()
+        return [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+
+    cut = run(700, tmp_path / "cut")  # the byte-level prompt of plan_path is ~760 tokens, its system message ~530
+    assert cut and all(s["prompt_truncated"] for s in cut)
+    assert all(TRUNCATION_MARKER in s["prompt"] and s["prompt"].endswith("<|assistant|>") for s in cut)
+    whole = run(4096, tmp_path / "whole")
+    assert whole and not any(s["prompt_truncated"] for s in whole)

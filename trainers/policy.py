@@ -452,7 +452,11 @@ class PolicySet:
                     break
                 overflow += len(ids) - budget
         if len(ids) > budget:  # the system message alone is too long: keep both ends of the tokens
-            ids = ids[:budget - budget // 2] + ids[len(ids) - budget // 2:]
+            marker = self._token_ids(TRUNCATION_MARKER)
+            if len(marker) >= budget:  # no room for the note in a budget this small
+                marker = []
+            room = budget - len(marker)
+            ids = ids[:room - room // 2] + marker + ids[len(ids) - room // 2:]
             text = self.tokenizer.decode(ids)
         return PromptEncoding(text, ids, True)
 

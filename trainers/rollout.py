@@ -78,6 +78,12 @@ class Sample:
     def text(self) -> str:
         return self.completion.text
 
+    @property
+    def prompt_truncated(self) -> bool:
+        """The prompt lost part of its history to ``max_prompt_tokens`` (the trainer's sampler
+        sets it on the completion, :meth:`trainers.policy.PolicySet.encode_prompt`)."""
+        return bool(getattr(self.completion, "prompt_truncated", False))
+
 
 @dataclass
 class RolloutResult:

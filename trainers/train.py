@@ -139,12 +139,17 @@ class Trainer:
 
     def sampler(self, agent: str, prompts: Sequence[Messages], n: int) -> list[list[Generation]]:
         """The rollout's sampler: agent's policy, every prompt, n completions, one batch."""
-        ids = [self.policies.encode_prompt(messages)[1] for messages in prompts]
+        encodings = [self.policies.encode_prompt(messages) for messages in prompts]
+        ids = [encoding.ids for encoding in encodings]
         if self.generator is not None:
             flat = self.generator.generate(ids, n)
         else:
             flat = self.policies.generate(self.policies.role_to_policy[agent], ids, n)
-        return [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
+        groups = [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
+        for encoding, group in zip(encodings, groups, strict=True):
+            for generation in group:  # the samples say when their prompt lost history to max_prompt_tokens
+                generation.prompt_truncated = encoding.truncated
+        return groups
 
     # ------------------------------------------------------------------- step
     def rollout(self, step: int) -> RolloutResult:
@@ -273,6 +278,7 @@ class Trainer:
                         "completion": s.text, "reward": s.reward, "reward_global": s.reward_global,
                         "reward_local": s.reward_local, "advantage": s.advantage, "degenerate": s.degenerate,
                         "selected": s.selected, "policy": self.policies.role_to_policy[s.agent],
+                        "prompt_truncated": s.prompt_truncated,
                     }) + "\n")
 
     # ------------------------------------------------------------- checkpoints
