@@ -16,8 +16,10 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from transformers.utils.logging import enable_progress_bar
 from trl import GRPOConfig, GRPOTrainer
 
+from pettingllm_envs.cli.output import quiet_model_libraries
 from trainers.tiny_model import write_tiny_model
 from trainers.trl_adapter import EnvRoleReward, role_prompt_dataset
 
@@ -34,6 +36,7 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true", help="train on the GPU in bf16 (default: CPU, fp32)")
     parser.add_argument("--out", default=None, help="output directory (default: a temporary one)")
     args = parser.parse_args()
+    quiet_model_libraries()  # no per-file "Loading weights" bars or FutureWarnings; TRL's own bar stays
 
     out = Path(args.out or tempfile.mkdtemp(prefix="trl_grpo_"))
     model = args.model or str(write_tiny_model(out / "tiny_model"))
@@ -48,6 +51,7 @@ def main() -> None:
         logging_steps=1,
         save_strategy="no",
         report_to="none",
+        disable_tqdm=False,  # transformers turns the bar off with its logging at "error"
         use_cpu=not args.gpu,
         bf16=args.gpu,
         gradient_checkpointing=args.gpu,  # saves GPU memory on real models; only slows a tiny CPU one
@@ -59,6 +63,7 @@ def main() -> None:
         args=config,
         train_dataset=role_prompt_dataset(args.env, args.role, range(args.problems)),
     )
+    enable_progress_bar()  # the model is loaded: the one bar left is the training loop's
     trainer.train()
     for entry in trainer.state.log_history:
         if "reward" in entry:

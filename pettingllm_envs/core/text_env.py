@@ -152,6 +152,9 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
     """Turn-based text environment with the PettingZoo AEC API."""
 
     roles: ClassVar[tuple[str, ...]] = ()
+    #: The role ``pettingllm play`` gives a person by default (None: the first role); envs set it
+    #: when the first role is one people do not play naturally (a tool agent that writes Python).
+    human_role: ClassVar[str | None] = None
     config_class: ClassVar[type[TextEnvConfig]] = TextEnvConfig
     metadata: ClassVar[dict[str, Any]] = {
         "render_modes": ["human", "ansi"],
@@ -168,6 +171,11 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
         self, config: TextEnvConfig | None = None, *, render_mode: str | None = None, **overrides: Any
     ) -> None:
         super().__init__()
+        fields = {f.name for f in dataclasses.fields(self.config_class)}
+        if set(overrides) - fields:  # name the valid fields: a bare TypeError from the dataclass does not
+            unknown = sorted(set(overrides) - fields)
+            raise TypeError(f"{self.config_class.__name__} has no field(s) {unknown}; "
+                            f"fields: {', '.join(sorted(fields))}")
         if config is None:
             config = self.config_class(**overrides)
         elif overrides:
