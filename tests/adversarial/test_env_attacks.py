@@ -16,6 +16,7 @@ no string makes ``env.step`` raise.
 from __future__ import annotations
 
 import copy
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -476,6 +477,20 @@ def _bounds(env_id: str, env: Any) -> dict[str, tuple[float, float]]:
                                                cfg.legal_move_reward * 5))
 
 
+def _episode_caps(env_id: str, env: Any) -> dict[str, float]:
+    """Per role, the docstring's cap on the sum of its positive local rewards over an episode."""
+    cfg = env.config
+    if env_id in ("sudoku_v0", "math_v0"):
+        return dict.fromkeys(env.possible_agents, 1.0)
+    if env_id in ("plan_path_v0", "sokoban_v0"):
+        return {"tool": 1.0, "planner": math.inf}  # the planner's progress nets to 1 (it can walk away and back)
+    if env_id == "research_v0":
+        hops = len(env.instance.chain)
+        return {"main": cfg.main_format_weight + cfg.main_correct_weight,
+                "sub": hops * cfg.report_reward + cfg.max_delegations * cfg.max_tool_calls * cfg.tool_call_reward}
+    return dict.fromkeys(env.possible_agents, cfg.legal_move_reward * 5)
+
+
 @pytest.mark.parametrize("env_id", NON_CODE_ENVS)
 def test_local_rewards_stay_within_the_documented_bounds(env_id):
     """Oracle, junk and attack episodes: every action's local reward lies within the bounds
@@ -489,10 +504,13 @@ def test_local_rewards_stay_within_the_documented_bounds(env_id):
         for policy in policies:
             env = pettingllm_envs.make(env_id, **CONFIGS[env_id])
             play_episode(env, policy, seed=seed)
-            bounds = _bounds(env_id, env.unwrapped)
+            bounds, caps = _bounds(env_id, env.unwrapped), _episode_caps(env_id, env.unwrapped)
+            credit = dict.fromkeys(caps, 0.0)
             for record in env.unwrapped.history:
                 low, high = bounds[record.agent]
                 assert low - 1e-9 <= record.reward_local <= high + 1e-9, (record.agent, record.reward_local)
+                credit[record.agent] += max(0.0, record.reward_local)
+            assert all(credit[role] <= caps[role] + 1e-9 for role in caps), (credit, caps)
 
 
 # ------------------------------------------------ open: the team reward of every step
