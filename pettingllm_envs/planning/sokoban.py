@@ -8,7 +8,8 @@
 | Action              | `UnicodeText(max_action_chars)`: free text                             |
 | tool's action       | a ```` ```python ```` block whose program prints `MOVES: U R ...`      |
 | planner's action    | text ending with a line `MOVES: U R R D` (U/D/L/R or up/down/...)      |
-| Global reward       | solved: 0.7 + 0.3 * optimal/moves; else 0.5 * share of boxes on goals  |
+| Global reward       | solved: 0.7 + 0.3 * optimal/moves; else 0.5 * share of the boxes that  |
+|                     | started off a goal and are now on one (0 at the start)                 |
 | Local reward        | push progress of the role's moves (tool: simulated on a copy)          |
 | Reward bounds       | local per action in `[-max(format, tool_error, deadlock, illegal +     |
 |                     | M / h_start, waste * M / optimal), 1]` with M = max_moves_per_action;  |
@@ -367,6 +368,9 @@ class raw_env(TextAECEnv[Level]):
         self.pushes = 0
         self.deadlock: Cell | None = None
         self.tool_record = level.heuristic(level.boxes)
+        self.started_on_goals = len(set(level.boxes) & set(level.goals))
+        """Boxes on goals at the start: the team reward counts only what the team adds, so an
+        episode that makes no progress pays no team reward (as in every other env)."""
         """The lowest push distance ``h`` that the tool's proposals have been credited down to."""
 
     # -------------------------------------------------------------- actions
@@ -475,7 +479,8 @@ class raw_env(TextAECEnv[Level]):
         level = self.instance
         if self.is_success():
             return 0.7 + 0.3 * level.optimal / max(self.steps_taken, level.optimal)
-        return 0.5 * self.boxes_on_goals() / len(level.goals)
+        added = max(0, self.boxes_on_goals() - self.started_on_goals)
+        return 0.5 * added / (len(level.goals) - self.started_on_goals)
 
     def is_success(self, agent: str | None = None) -> bool:
         return self.boxes_on_goals() == len(self.instance.goals)

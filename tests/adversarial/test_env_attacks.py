@@ -190,11 +190,14 @@ def test_sudoku_repeated_right_placements_are_credited_once():
 @pytest.mark.parametrize("seed", SEEDS)
 def test_tool_repeating_its_plan_while_the_planner_waits_earns_it_once(env_id, seed):
     """Before: the tool's moves were scored on a copy from the unchanged state every turn,
-    so proposing the solution four times while the planner waited earned 4x the solve."""
+    so proposing the solution four times while the planner waited earned 4x the solve (and in
+    sokoban a box that started on a goal paid the team reward at every waiting step)."""
     oracle = scripted_policy(env_id)
-    waiting = local_totals(env_id, {"tool": oracle, "planner": constant("Let me think.")}, seed)
-    solved = local_totals(env_id, oracle, seed)
-    assert waiting["tool"] <= solved["tool"] + 1e-9
+    policies = {"tool": oracle, "planner": constant("Let me think.")}
+    waiting, solved = play(env_id, policies, seed), play(env_id, oracle, seed)
+    assert not waiting.success and solved.success
+    assert waiting.total_reward("tool") <= solved.total_reward("tool") + 1e-9
+    assert local_totals(env_id, policies, seed)["tool"] <= local_totals(env_id, oracle, seed)["tool"] + 1e-9
 
 
 @pytest.mark.parametrize("env_id", ["plan_path_v0", "sokoban_v0"])
