@@ -313,29 +313,33 @@ def _trim_imports(kept_path: list[str]) -> None:
     sys.path_importer_cache.clear()
 
 
-def mount_workdir(path: str, uid: int, gid: int) -> None:
+MS_NOATIME = 0x400
+#: What :func:`directory_state` returns: every attribute of a directory a program can observe.
+DirectoryState = tuple[int, int, int, int, int, int, int, int, tuple[str, ...]]
+
+
+def directory_state(path: str) -> DirectoryState:
+    """Everything about the directory ``path`` that a later program could read: owner, mode,
+    size and link count (entries), the three timestamps (a program can set two of them and
+    pick the moment of the third) and extended attributes. Equal to the state right after
+    :func:`mount_workdir` means that nothing of the last run is left in it."""
+    info = os.stat(path, follow_symlinks=False)
+    return (info.st_mode, info.st_uid, info.st_gid, info.st_size, info.st_nlink, info.st_atime_ns,
+            info.st_mtime_ns, info.st_ctime_ns, tuple(sorted(os.listxattr(path, follow_symlinks=False))))
+
+
+def mount_workdir(path: str, uid: int, gid: int) -> DirectoryState:
     """Mount a fresh, size- and inode-capped tmpfs owned by ``uid`` at ``path`` (in the view),
-    replacing whatever was there: the old one and everything in it goes at once."""
+    replacing whatever was there: the old one and everything in it goes at once. Returns the
+    new directory's state. Without access times (``noatime``): reading a directory would
+    otherwise change what the next run sees."""
     with contextlib.suppress(FileExistsError):
         os.mkdir(path, 0o700)
     with contextlib.suppress(OSError):  # not mounted yet
         _umount(path)
-    _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
+    _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOATIME,
            f"size={WORKDIR_SIZE},nr_inodes={WORKDIR_INODES},mode=0700,uid={uid},gid={gid}")
-
-
-def workdir_is_clean(path: str, leftover: str) -> bool:
-    """Whether ``path`` holds nothing, or only the regular file ``leftover`` (which is then
-    removed): the cheap case of cleaning. Anything else, however hostile, is for a new tmpfs
-    or :func:`remove_tree`."""
-    with os.scandir(path) as entries:
-        found = [entry for _, entry in zip(range(2), entries, strict=False)]
-    if not found:
-        return True
-    if len(found) == 1 and found[0].name == leftover and found[0].is_file(follow_symlinks=False):
-        os.unlink(found[0].path)
-        return True
-    return False
+    return directory_state(path)
 
 
 #: Deepest directory :func:`remove_tree` descends into with open directories; deeper ones
@@ -347,15 +351,19 @@ def remove_tree(path: str) -> None:
     """Remove the directory ``path`` and everything below it, whatever a program put there:
     never following a link, restoring the owner's permissions on directories it made
     unreadable, without recursion (so any depth), with at most ``_MAX_OPEN_DEPTH`` open
-    directories. Raises OSError if something cannot be removed."""
+    directories. Raises OSError if something cannot be removed. Call it once every process
+    that could change the tree is dead (permissions are restored by name)."""
+    if stat.S_ISLNK(os.lstat(path).st_mode):
+        os.unlink(path)  # the program replaced its directory by a link: only the link goes
+        return
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
     top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     stack: list[tuple[int, str]] = [(top, "")]  # (open directory, its name in the one below)
     moved = 0
     try:
         while stack:
             fd, _ = stack[-1]
-            with contextlib.suppress(OSError):
-                os.chmod(fd, 0o700)
             descend = None
             with os.scandir(fd) as entries:
                 for entry in entries:
@@ -369,7 +377,7 @@ def remove_tree(path: str) -> None:
                         os.rename(entry.name, f".moved-{moved}", src_dir_fd=fd, dst_dir_fd=top)
             if descend is not None:
                 with contextlib.suppress(OSError):  # a directory the program made unreadable
-                    os.chmod(descend, 0o700, dir_fd=fd, follow_symlinks=False)
+                    os.chmod(descend, 0o700, dir_fd=fd)  # a directory, not a link (checked above)
                 child = os.open(descend, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
                 stack.append((child, descend))
                 continue

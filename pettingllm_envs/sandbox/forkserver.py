@@ -68,13 +68,14 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import types
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from pettingllm_envs.sandbox import seccomp
-from pettingllm_envs.sandbox.filesystem import enter_view, mount_workdir, remove_tree, workdir_is_clean
+from pettingllm_envs.sandbox.filesystem import DirectoryState, directory_state, enter_view, mount_workdir, remove_tree
 from pettingllm_envs.sandbox.isolation import (
     CLONE_NEWIPC,
     CLONE_NEWPID,
@@ -339,7 +340,8 @@ class ForkServer:
         self.waiting: dict[Any, deque[dict[str, Any]]] = {}  # requests not started yet, per batch, oldest first
         self.running_per_batch: dict[Any, int] = {}
         self.free_slots = list(range(SLOTS_PER_BLOCK - 1, -1, -1))
-        self.mounted: set[int] = set()  # slots whose working-directory tmpfs is mounted
+        # Slots whose working-directory tmpfs is mounted, with its state when it was new.
+        self.mounted: dict[int, DirectoryState] = {}
         self.block: int | None = None
         self.block_lock = None
         self.private = False  # the filesystem view (see the filesystem module)
@@ -431,8 +433,7 @@ class ForkServer:
             if self.private and uid is not None:
                 workdir = f"/tmp/slot-{slot}"
                 if slot not in self.mounted:
-                    mount_workdir(workdir, uid, SANDBOX_GID)
-                    self.mounted.add(slot)
+                    self.mounted[slot] = mount_workdir(workdir, uid, SANDBOX_GID)
             else:
                 workdir = tempfile.mkdtemp(prefix="pettingllm-sandbox-")
                 if uid is not None:  # root without the view: the slot's uid must be able to use it
@@ -665,22 +666,20 @@ class ForkServer:
         return alive
 
     def _reset_workdir(self, run: _Run) -> bool:
-        """Leave the run's working directory empty for the slot's next run, whatever the
-        program left in it (a directory named like the source file, a tree deeper than any
-        recursion, unreadable directories, FIFOs, links...). Returns whether the slot can be
-        used again; a slot whose directory could not be emptied is retired, and the server
-        lives on with the others."""
+        """Leave the run's working directory as new for the slot's next run, whatever the
+        program did to it (a directory named like the source file, a tree deeper than any
+        recursion, unreadable directories, FIFOs, links, changed permissions, timestamps or
+        extended attributes...). Returns whether the slot can be used again; a slot whose
+        directory could not be renewed is retired, and the server lives on with the others."""
         if self.private and run.uid is not None:
-            try:
-                # Usually empty, or only the source a failed program wrote for its traceback.
-                if workdir_is_clean(run.workdir, "main.py"):
+            with contextlib.suppress(OSError):
+                # Untouched (most runs, failed ones too: the source is never written there)?
+                if directory_state(run.workdir) == self.mounted.get(run.slot):
                     return True
-            except OSError:
-                pass
             try:  # a fresh tmpfs: quicker and surer than deleting whatever is there
-                mount_workdir(run.workdir, run.uid, SANDBOX_GID)
+                self.mounted[run.slot] = mount_workdir(run.workdir, run.uid, SANDBOX_GID)
             except OSError:
-                self.mounted.discard(run.slot)
+                self.mounted.pop(run.slot, None)
                 return False
             return True
         # A fresh directory per run (the slot is reusable whatever happens to this one).
@@ -795,8 +794,8 @@ def run_program(source: str, workdir: str) -> None:  # pragma: no cover - runs i
     os.environ["HOME"] = workdir  # the rest is SCRUBBED_ENV already
     os.environ["TMPDIR"] = workdir
     tempfile.tempdir = None
-    # The source is written to disk only if the program fails (creating a file costs about
-    # 0.5 ms, a tenth of a typical check); ``inspect`` and ``warnings`` read it from here.
+    # The source is never written to disk (creating a file costs about 0.5 ms, a tenth of a
+    # typical check); ``inspect``, ``warnings`` and tracebacks read it from here.
     linecache.cache[path] = (len(source), None, source.splitlines(True), path)
     # sys.stdin/stdout/stderr are the server's own, made by the same ``python -I`` start-up
     # (so with the same encodings and buffering) and never used by it; fds 0-2 now are the
@@ -817,17 +816,16 @@ def run_program(source: str, workdir: str) -> None:  # pragma: no cover - runs i
         # Drop this frame from the traceback so that it starts at the program.
         if exc.__traceback__ is not None:
             exc.__traceback__ = exc.__traceback__.tb_next
-        # Python's hook reads the source lines of the report from disk: write the program
-        # now, on the failure path only (it costs about 0.5 ms).
-        with contextlib.suppress(OSError):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        # Report it from the source in linecache. Python's own hook would read the lines from
+        # a file, and writing one would change the working directory, which then had to be
+        # replaced before the slot's next run (see ``ForkServer._reset_workdir``).
+        if sys.excepthook is sys.__excepthook__:
             try:
-                data = memoryview(source.encode("utf-8"))
-                while data:
-                    data = data[os.write(fd, data):]
-            finally:
-                os.close(fd)
-        sys.excepthook(type(exc), exc, exc.__traceback__)
+                traceback.print_exception(type(exc), exc, exc.__traceback__)
+            except BaseException:  # e.g. out of memory while formatting: the C hook, without source lines
+                sys.__excepthook__(type(exc), exc, exc.__traceback__)
+        else:
+            sys.excepthook(type(exc), exc, exc.__traceback__)
     try:
         # Wait for non-daemon threads and run threading's exit hooks, as Python does; with
         # no other thread alive and no hook of threading's or the program's, it would only
