@@ -84,6 +84,12 @@ def test_env_kwargs_of_the_wrong_type_or_range(capsys):
     assert "max_turns must be >= 1" in err
 
 
+def test_a_dataset_path_that_does_not_exist(capsys, tmp_path):
+    typo = json.dumps({"dataset": str(tmp_path / "gsm8k.jsnl")})
+    err = one_line_error(capsys, ["run", "math_v0", "--env-kwargs", typo])
+    assert "math_v0 config" in err and "gsm8k.jsnl" in err
+
+
 def test_env_kwargs_that_are_not_a_mapping(capsys):
     err = one_line_error(capsys, ["play", "plan_path_v0", "--env-kwargs", "[1, 2]"])
     assert "--env-kwargs must be a mapping" in err

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pettingllm_envs.cli.errors import UsageError, did_you_mean
-from pettingllm_envs.registry import env_module, list_envs
+from pettingllm_envs.registry import env_module, list_envs, make
 
 #: What a Hugging Face hub id looks like (``namespace/name``); anything else is a local path.
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -69,7 +69,8 @@ def _type_matches(hint: Any, value: Any) -> bool:
 
 def check_env_config(env_id: str, env_kwargs: dict[str, Any]) -> None:
     """``env_id`` is registered and ``env_kwargs`` names only fields of its config, with values of
-    the right type that pass the config's own ``validate``."""
+    the right type that pass the config's own ``validate`` and with which the env can be built
+    (its dataset file exists and parses)."""
     check_env_id(env_id)
     config_class = getattr(env_module(env_id).raw_env, "config_class", None)
     if config_class is None or not dataclasses.is_dataclass(config_class):
@@ -84,7 +85,9 @@ def check_env_config(env_id: str, env_kwargs: dict[str, Any]) -> None:
             raise UsageError(f"{env_id} config field {key!r} must be {hints[key].__name__}, got {value!r}")
     try:
         config_class(**env_kwargs).validate()
-    except (TypeError, ValueError) as error:
+        # Constructing the env loads its data: a dataset path with a typo fails here, as one line.
+        make(env_id, **env_kwargs).close()
+    except (OSError, TypeError, ValueError) as error:
         raise UsageError(f"{env_id} config: {error}") from error
 
 
