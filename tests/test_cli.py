@@ -235,8 +235,11 @@ def test_ctrl_c_in_play_is_one_line():
     proc = subprocess.Popen([sys.executable, "-m", "pettingllm_envs", "play", "plan_path_v0"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    while "your move" not in proc.stdout.readline():  # wait until it reads the person's move
-        pass
+    while True:  # wait until it reads the person's move
+        line = proc.stdout.readline()
+        assert line, "play exited before asking for a move"
+        if "your move" in line:
+            break
     time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
@@ -383,3 +386,13 @@ def test_importing_the_package_leaves_library_logging_alone():
 def test_make_with_an_unknown_config_field_names_the_valid_ones():
     with pytest.raises(TypeError, match=r"PlanPathConfig has no field\(s\) \['bogus'\]; fields: .*max_turns"):
         pettingllm_envs.make("plan_path_v0", bogus=1)
+
+
+def test_a_trainer_command_without_the_train_extra_says_which_extra(tmp_path):
+    code = ("import sys; sys.modules['torch'] = None  # as if torch were not installed\n"
+            "from pettingllm_envs.cli import main\n"
+            f"sys.exit(main(['tiny-model', {str(tmp_path / 'tiny')!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("pettingllm: error: this command needs torch, which comes with the train extra: "
+                                   "pip install 'pettingllm-envs[train]'")

@@ -48,9 +48,12 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
         text = action.help or ""
         if (action.option_strings and "default:" not in text.lower() and action.default is not argparse.SUPPRESS
                 and not isinstance(action, argparse._HelpAction)):
-            default = action.default
-            shown = "none" if default is None else ("%(default)s" if not isinstance(default, str) or default
-                                                   else "''")
+            if action.default is None:
+                shown = "none"
+            elif action.default == "":
+                shown = "''"
+            else:
+                shown = "%(default)s"  # argparse fills it in
             text = f"{text} (default: {shown})".lstrip()
         return text
 
@@ -84,6 +87,7 @@ class ArgumentParser(argparse.ArgumentParser):
         return parsed
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # argparse's own check (a private hook, stable since Python 3.2) without the close match.
         if action.choices is not None and value not in action.choices:
             allowed = ", ".join(map(str, action.choices))
             raise argparse.ArgumentError(

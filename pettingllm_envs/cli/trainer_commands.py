@@ -46,6 +46,20 @@ TRAINER_COMMANDS: tuple[TrainerCommand, ...] = (
 )
 
 
+TRAIN_EXTRA = "pip install 'pettingllm-envs[train]'"
+#: What the commands of this module import: torch and transformers for models, matplotlib for plots.
+MODEL_LIBRARIES = ("torch", "transformers")
+
+
+def require(*modules: str) -> None:
+    """Import ``modules``; one that is not installed is a one-line usage error naming the extra."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            raise UsageError(f"this command needs {module}, which comes with the train extra: {TRAIN_EXTRA}") from error
+
+
 def _load(target: str) -> Any:
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
@@ -59,16 +73,19 @@ def delegated_parser(name: str) -> argparse.ArgumentParser:
 
 def _run_delegated(command: TrainerCommand, args: argparse.Namespace) -> int:
     quiet_model_libraries()
+    require(*MODEL_LIBRARIES)
+    entry = _load(command.entry)
     from trainers.config import ConfigError
 
     try:
-        return int(_load(command.entry)(args.options) or 0)
+        return int(entry(args.options) or 0)
     except ConfigError as error:  # a bad config value: already one line naming the field
         raise UsageError(str(error)) from error
 
 
 def _cmd_tiny_model(args: argparse.Namespace) -> int:
     quiet_model_libraries()
+    require(*MODEL_LIBRARIES)
     from trainers.tiny_model import write_tiny_model
 
     path = write_tiny_model(args.out_dir, seed=args.seed)
@@ -81,6 +98,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     if not metrics.is_file():
         what = "does not exist" if not Path(args.run_dir).exists() else "has no metrics.jsonl"
         raise UsageError(f"{args.run_dir} {what}: give the --run-dir of a training run that finished a step")
+    require("matplotlib")
     from trainers.plot import plot_run
 
     try:
