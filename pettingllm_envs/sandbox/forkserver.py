@@ -78,6 +78,7 @@ from pettingllm_envs.sandbox import seccomp
 from pettingllm_envs.sandbox.filesystem import DirectoryState, directory_state, enter_view, mount_workdir, remove_tree
 from pettingllm_envs.sandbox.isolation import (
     CLONE_NEWIPC,
+    CLONE_NEWNET,
     CLONE_NEWPID,
     IS_ROOT,
     PR_SET_CHILD_SUBREAPER,
@@ -132,10 +133,10 @@ SIGINT, SIGTERM = int(signal.SIGINT), int(signal.SIGTERM)
 #: atexit callbacks registered before any program ran (a program's own come on top).
 _ATEXIT_INHERITED = atexit._ncallbacks()
 HEADER = struct.Struct(">I")
-#: Server -> zygote: fork a run (fds: code memfd, stdin, stdout, stderr; then the working
-#: directory): kind, uid (-1: none), CPU seconds, memory MB, processes, code size, host
-#: network, new IPC namespace.
-SPAWN = struct.Struct("=ciiiii??")
+#: Server -> zygote: fork a run (fds: code memfd, stdin, stdout, stderr and, with network
+#: isolation, the network namespace to join; then the working directory): kind, uid (-1:
+#: none), CPU seconds, memory MB, processes, code size, new IPC namespace.
+SPAWN = struct.Struct("=ciiiii?")
 #: Server -> zygote: reap this pid (``R``); zygote -> server: its wait status (``W``).
 REAP = struct.Struct("=ci")
 FD_SIZE = array.array("i").itemsize
@@ -192,7 +193,7 @@ class _Zygote:
         """Whether the seccomp filter is installed on the zygote (so on every run)."""
 
     @classmethod
-    def start(cls, host_netns: int | None, pid_namespaces: bool, close: tuple[int, ...]) -> _Zygote:
+    def start(cls, pid_namespaces: bool, close: tuple[int, ...]) -> _Zygote:
         server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         server = os.getpid()
         pid = os.fork()
@@ -207,7 +208,7 @@ class _Zygote:
                     own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY) if pid_namespaces else None
                     # Once, here: every run inherits it (see the seccomp module for why not per run).
                     zygote_end.send(b"F" if seccomp.install() else b"-")
-                    zygote_loop(zygote_end, host_netns, own_pid_namespace)
+                    zygote_loop(zygote_end, own_pid_namespace)
             finally:
                 os._exit(0)
         zygote_end.close()
@@ -238,8 +239,7 @@ class _Zygote:
         return reply
 
 
-def zygote_loop(sock: socket.socket, host_netns: int | None,
-                own_pid_namespace: int | None) -> None:  # pragma: no cover - the zygote
+def zygote_loop(sock: socket.socket, own_pid_namespace: int | None) -> None:  # pragma: no cover - the zygote
     """Fork a run per spawn request, reap a run per reap request, until the server goes.
     Deliberately tiny: every page it writes between forks is copied once per live run.
 
@@ -258,7 +258,7 @@ def zygote_loop(sock: socket.socket, host_netns: int | None,
     ``random``, is done by the child itself (``run_child``)."""
     fork = ctypes.PyDLL(None, use_errno=True).fork
     assert threading.active_count() == 1
-    ancillary_size = socket.CMSG_SPACE(4 * FD_SIZE)
+    ancillary_size = socket.CMSG_SPACE(5 * FD_SIZE)
     while True:
         message, ancillary, _, _ = sock.recvmsg(4096, ancillary_size, socket.MSG_CMSG_CLOEXEC)
         if not message:
@@ -281,7 +281,7 @@ def zygote_loop(sock: socket.socket, host_netns: int | None,
             if pid < 0:
                 pid = -(ctypes.get_errno() or 1)
             elif pid == 0:
-                run_child(message, fds, host_netns)
+                run_child(message, fds)
             if own_pid_namespace is not None and _libc().setns(own_pid_namespace, CLONE_NEWPID) != 0:
                 os._exit(1)  # the next runs would land in this run's namespace: stop (the server sees it)
         for fd in fds:
@@ -289,7 +289,7 @@ def zygote_loop(sock: socket.socket, host_netns: int | None,
         sock.send(PID.pack(b"P", pid))
 
 
-def run_child(message: bytes, fds: list[int], host_netns: int | None) -> None:  # pragma: no cover - the child
+def run_child(message: bytes, fds: list[int]) -> None:  # pragma: no cover - the child
     """In a run's freshly forked process: take the run's pipes, read the program, confine
     the process, run the program. Never returns."""
     try:
@@ -297,11 +297,12 @@ def run_child(message: bytes, fds: list[int], host_netns: int | None) -> None:  
         # wrapper of ``Random.seed`` (its only other work is clearing ``gauss_next``).
         _random.Random.seed(random._inst)  # type: ignore[attr-defined]
         random._inst.gauss_next = None  # type: ignore[attr-defined]
-        code_fd, stdin_r, stdout_w, stderr_w = fds
+        code_fd, stdin_r, stdout_w, stderr_w = fds[:4]
+        network = fds[4] if len(fds) > 4 else None
         os.dup2(stdin_r, 0)
         os.dup2(stdout_w, 1)
         os.dup2(stderr_w, 2)
-        _, uid, cpu_seconds, memory_mb, max_processes, size, host_network, new_ipc = SPAWN.unpack_from(message)
+        _, uid, cpu_seconds, memory_mb, max_processes, size, new_ipc = SPAWN.unpack_from(message)
         workdir = message[SPAWN.size:].decode()
         chunks = []
         offset = 0
@@ -313,8 +314,7 @@ def run_child(message: bytes, fds: list[int], host_netns: int | None) -> None:  
             offset += len(chunk)
         source = b"".join(chunks).decode("utf-8")
         limits = Limits(cpu_seconds=cpu_seconds, memory_mb=memory_mb, max_processes=max_processes)
-        confine_current_process(limits, None if uid < 0 else uid, workdir, host_netns if host_network else None,
-                                new_ipc)
+        confine_current_process(limits, None if uid < 0 else uid, workdir, network, new_ipc)
         os.closerange(3, 1 << 16)
     except BaseException as exc:  # report any setup failure, then exit
         with contextlib.suppress(BaseException):
@@ -345,7 +345,11 @@ class ForkServer:
         self.block: int | None = None
         self.block_lock = None
         self.private = False  # the filesystem view (see the filesystem module)
-        self.host_netns: int | None = None
+        self.host_netns: int | None = None  # the host's network namespace, for runs that ask for it
+        # An empty network namespace per slot: runs in different slots cannot reach each other
+        # (abstract Unix sockets and netlink are per namespace); made on the slot's first use.
+        self.slot_netns: dict[int, int] = {}
+        self.server_netns: int | None = None
         self.pid_namespaces = False
         self.ipc_namespaces = False
         # A program running as this process's uid (no root) must not read or write its
@@ -359,6 +363,8 @@ class ForkServer:
             self._sweep_block()
             self.private = enter_view(packages)
             self.host_netns = isolate_network()
+            if self.host_netns is not None:
+                self.server_netns = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
             self.pid_namespaces = namespace_works(CLONE_NEWPID)
             self.ipc_namespaces = namespace_works(CLONE_NEWIPC)
         self.network = self.host_netns is not None
@@ -477,9 +483,9 @@ class ForkServer:
             message = SPAWN.pack(
                 b"S", -1 if run.uid is None else run.uid, max(1, int(timeout) + 1), int(run.request["memory_mb"]),
                 int(run.request["max_processes"]), len(code),
-                self.host_netns is not None and not run.request["isolate_network"],
                 self.ipc_namespaces) + run.workdir.encode()
-            self.zygote.send(message, theirs)
+            network = self._network_for(run)
+            self.zygote.send(message, theirs + ([network] if network is not None else []))
         except BaseException:
             for fd in mine:
                 os.close(fd)
@@ -489,6 +495,23 @@ class ForkServer:
                 os.close(fd)
         run.fds = {"in": mine[0], "out": mine[1], "err": mine[2]}
         self.expected.append(("spawn", run))
+
+    def _network_for(self, run: _Run) -> int | None:
+        """The network namespace the run joins: the host's if it asked for no isolation, else
+        its slot's own empty one (or, if one cannot be made, the server's empty one)."""
+        if self.host_netns is None or self.server_netns is None:
+            return None
+        if not run.request["isolate_network"]:
+            return self.host_netns
+        if run.slot not in self.slot_netns:
+            if _libc().unshare(CLONE_NEWNET) != 0:
+                return self.server_netns
+            try:
+                self.slot_netns[run.slot] = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            finally:
+                if _libc().setns(self.server_netns, CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), "could not return to the server's network namespace")
+        return self.slot_netns[run.slot]
 
     def _spawned(self, run: _Run, reply: bytes) -> None:
         """The zygote's answer to a spawn request: the run's pid, or why not."""
@@ -706,7 +729,7 @@ class ForkServer:
 
     def start_zygote(self) -> None:
         """Fork the zygote (call after the warm imports and ``gc.freeze()``)."""
-        self.zygote = _Zygote.start(self.host_netns, self.pid_namespaces,
+        self.zygote = _Zygote.start(self.pid_namespaces,
                                     (self.control_in, self.control_out, self.selector.fileno()))
         self.selector.register(self.zygote.socket, selectors.EVENT_READ, "zygote")
         self.selector.register(self.zygote.pidfd, selectors.EVENT_READ, "zygote-exit")

@@ -1,14 +1,16 @@
 """The process-level isolation layers of the sandbox, as plain functions on the calling process.
 
 Two kinds of callers use them. The fork server (:mod:`pettingllm_envs.sandbox.forkserver`)
-sets up, **once at its start**, what is expensive to create and can be shared by every
-run: the filesystem view (:mod:`pettingllm_envs.sandbox.filesystem`, a private mount
-namespace), an empty network namespace and an IPC namespace of its own. Its zygote installs
-the seccomp filter (:mod:`pettingllm_envs.sandbox.seccomp`) and forks each run into a new
-PID namespace; each run's process then applies the cheap per-run layers with
-:func:`confine_current_process`. Creating a mount namespace per run was measured at about
-4 ms and a network namespace at 2 ms (on top of a 1.6 ms fork), which would have cost most
-of the fork server's speed; a PID namespace costs about 40 us, an IPC namespace 50 us.
+sets up, **once**, what is expensive to create and can be shared: the filesystem view
+(:mod:`pettingllm_envs.sandbox.filesystem`, a private mount namespace) at its start, and an
+empty network namespace per slot on the slot's first use. Its zygote installs the seccomp
+filter (:mod:`pettingllm_envs.sandbox.seccomp`) and forks each run into a new PID
+namespace; each run's process then applies the cheap per-run layers with
+:func:`confine_current_process`. A mount namespace per run was measured at about 4 ms (on
+top of a 1.6 ms fork), which would have cost most of the fork server's speed; making a
+network namespace costs about 0.25 ms, and its teardown runs later in the kernel, so one per
+slot is kept; joining one costs about 10 us, a new PID namespace about 40 us and a new IPC
+namespace 25-50 us.
 
 Layers (each skipped where the OS refuses it, never silently weakened when it worked; every
 run reports which held, see ``ExecutionResult``):
@@ -28,8 +30,10 @@ run reports which held, see ``ExecutionResult``):
 * when root, an IPC namespace per run (SysV objects and POSIX message queues die with the
   run), on top of the seccomp filter refusing those calls outright;
 * when root, the filesystem view (see :mod:`pettingllm_envs.sandbox.filesystem`);
-* when root, an empty network namespace (only a loopback interface, which is down):
-  connecting anywhere, localhost included, fails with "network is unreachable";
+* when root, an empty network namespace per slot (only a loopback interface, which is
+  down): connecting anywhere, localhost included, fails with "network is unreachable", and
+  runs in different slots cannot reach each other through abstract Unix sockets or netlink
+  (both scoped to a network namespace);
 * with or without root, the seccomp filter (see :mod:`pettingllm_envs.sandbox.seccomp`);
 * resource limits: CPU seconds, address space, file size, processes, open files, no core.
 
@@ -131,15 +135,15 @@ def isolate_network() -> int | None:
     return host
 
 
-def confine_current_process(limits: Limits, uid: int | None, workdir: str, host_netns: int | None,
+def confine_current_process(limits: Limits, uid: int | None, workdir: str, network: int | None,
                              new_ipc: bool) -> None:
     """Apply the per-run layers to the calling (freshly forked) child: a new session, the
-    host network namespace when the run asked for it (``host_netns``), a new IPC namespace
-    (``new_ipc``), the slot's uid, the resource limits, the working directory. Raises if a
-    layer fails."""
+    network namespace ``network`` (an fd: the slot's own, or the host's when the run asked
+    for no isolation), a new IPC namespace (``new_ipc``), the slot's uid, the resource
+    limits, the working directory. Raises if a layer fails."""
     os.setsid()
-    if host_netns is not None:
-        _check(_libc().setns(host_netns, CLONE_NEWNET), "setns")
+    if network is not None:
+        _check(_libc().setns(network, CLONE_NEWNET), "setns")
     if new_ipc:
         _check(_libc().unshare(CLONE_NEWIPC), "unshare(CLONE_NEWIPC)")
     if uid is not None:

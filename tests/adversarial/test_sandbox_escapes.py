@@ -317,6 +317,40 @@ print(hits)
             os.unlink(os.path.join(directory, token))
 
 
+def test_concurrent_runs_in_other_slots_cannot_reach_each_other():
+    """Abstract Unix sockets need no file: two runs at once would share them, and netlink, in
+    one network namespace. Each slot has its own."""
+    listener = """
+import socket, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\\0pettingllm-cross-run-probe")
+s.listen(1)
+s.settimeout(1.5)
+try:
+    s.accept()
+    print("reached")
+except OSError:
+    print("alone")
+"""
+    caller = """
+import socket, time
+for _ in range(100):
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        c.connect("\\0pettingllm-cross-run-probe")
+        print("reached")
+        break
+    except OSError:
+        time.sleep(0.01)
+else:
+    print("alone")
+"""
+    results = execute_many([listener, caller], workers=2, timeout=5.0)
+    assert all(r.passed for r in results), [r.stderr for r in results]
+    if all(r.network_isolated for r in results):
+        assert [r.stdout for r in results] == ["alone\n", "alone\n"]
+
+
 # -- 4. memory outside the limit --------------------------------------------------------
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="raw syscall numbers")
