@@ -396,3 +396,17 @@ def test_a_trainer_command_without_the_train_extra_says_which_extra(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("pettingllm: error: this command needs torch, which comes with the train extra: "
                                    "pip install 'pettingllm-envs[train]'")
+
+
+def test_the_env_only_install_runs_without_tqdm_and_pyyaml():
+    prelude = "import sys; sys.modules['tqdm'] = sys.modules['yaml'] = None\nfrom pettingllm_envs.cli import main\n"
+    ok = subprocess.run([sys.executable, "-c", prelude + "sys.exit(main(sys.argv[1:]))", "run", "plan_path_v0",
+                         "--episodes", "2", "--env-kwargs", '{"max_turns": 2}'], capture_output=True, text=True,
+                        timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stderr.startswith("run: [" + "#" * PlainBar.width + "] 2/2 episodes")
+    assert "plan_path_v0  1.00" in ok.stdout
+    yaml_style = subprocess.run([sys.executable, "-c", prelude + "sys.exit(main(sys.argv[1:]))", "run",
+                                 "--env-kwargs", "{max_turns: 2}"], capture_output=True, text=True, timeout=120)
+    assert yaml_style.returncode == 2 and "is not a JSON object" in yaml_style.stderr
+    assert yaml_style.stderr.count("\n") == 1
