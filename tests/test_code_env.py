@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from pettingllm_envs.code import driver
 from pettingllm_envs.code.code_env import (
     CodeConfig,
-    build_program,
     format_tests,
     judge_many,
     parse_tests,
@@ -19,6 +19,7 @@ from pettingllm_envs.code.code_env import (
     show_test,
 )
 from pettingllm_envs.code.datasets import AssertTest, IOTest, builtin_stdio, humaneval, load_dataset
+from pettingllm_envs.code.judge import DRIVER_PROGRAM, Suite, driver_stdin
 from pettingllm_envs.code.stdio_problems import PROBLEMS
 from pettingllm_envs.core import split_of
 from pettingllm_envs.episodes import play_episode
@@ -217,8 +218,8 @@ def test_parse_stdio_tests_and_round_trip_of_the_oracle_format():
     assert reason is None and tests == [IOTest("1 2\n", "3"), IOTest("4\n", "5\n")]
     assert parse_tests(problem, "input: 1 2 output: 3")[2] is not None
     assert parse_tests(problem, format_tests(problem, problem.tests))[0] == list(problem.tests)
-    for he in humaneval().problems[:40]:
-        assert parse_tests(he, format_tests(he, he.tests))[0] == list(he.tests)
+    for he in humaneval().problems[:40]:  # the tester's duplicates count once (HumanEval/31 repeats an assert)
+        assert parse_tests(he, format_tests(he, he.tests))[0] == list(dict.fromkeys(he.tests))
 
 
 def test_early_exit_with_status_zero_does_not_pass_a_test():
@@ -227,7 +228,7 @@ def test_early_exit_with_status_zero_does_not_pass_a_test():
     cheats = ["import os\nos._exit(0)", "exit(0)", "import sys\nsys.exit()", "raise SystemExit"]
     outcomes = judge_many(problem, [(c, test) for c in cheats])
     assert not any(o.passed for o in outcomes)
-    assert "exited before the test finished" in outcomes[0].reason
+    assert "the code failed to load" in outcomes[0].reason
 
 
 def test_main_block_of_a_solution_does_not_run():
@@ -239,15 +240,84 @@ def test_main_block_of_a_solution_does_not_run():
 def test_failure_reasons_explain_what_went_wrong():
     problem = humaneval().get(ADD_PROBLEM)
     test = AssertTest("candidate = add", "assert add(2, 2) == 4")
-    wrong, loop = judge_many(problem, [("def add(x, y):\n    return x - y", test),
-                                       ("def add(x, y):\n    while True: pass", test)], timeout=0.5)
-    assert "AssertionError" in wrong.reason and "assert add(2, 2) == 4" in wrong.reason
+    wrong, loop, syntax, raises = judge_many(problem, [
+        ("def add(x, y):\n    return x - y", test), ("def add(x, y):\n    while True: pass", test),
+        ("def add(x, y):\n    return (x +", test), ("def add(x, y):\n    raise ValueError('nope')", test)],
+        timeout=0.5)
+    assert "AssertionError" in wrong.reason and "add(2, 2) returned 0" in wrong.reason
     assert "timed out" in loop.reason
+    assert "failed to load: SyntaxError" in syntax.reason and "line 2 of the code" in syntax.reason
+    assert "ValueError: nope (line 2 of the code)" in raises.reason
     stdio = builtin_stdio().problems[0]
     (answer,) = judge_many(stdio, [("print(42)", IOTest("1\n5\n", "5\n"))])
     assert not answer.passed and "expected '5\\n', got '42\\n'" in answer.reason
-    program, stdin, token = build_program(problem, "x = 1", test)
-    assert token and stdin == token + "\n" and token not in program  # the token is only on stdin
+
+
+def test_the_program_is_the_same_driver_for_every_run_and_the_tests_come_after_the_code():
+    """The run's program (visible to the code) holds no test; on stdin, the code's frame
+    comes first, so the process that runs it is forked before the tests are read."""
+    problem = humaneval().get(ADD_PROBLEM)
+    assert "assert" not in DRIVER_PROGRAM and "candidate(" not in DRIVER_PROGRAM
+    stdin = driver_stdin(Suite(problem, "def add(x, y):\n    return x + y", problem.tests), "t" * 32, 1.0, 400)
+    first = int(stdin[:driver.FRAME_DIGITS])
+    code_frame = stdin[driver.FRAME_DIGITS: driver.FRAME_DIGITS + first]
+    assert "t" * 32 not in code_frame and "prefetch" not in code_frame
+    assert "t" * 32 in stdin[driver.FRAME_DIGITS + first:]
+
+
+def test_codec_keeps_plain_data_and_refuses_everything_else():
+    values = [None, True, 0, -5, 2**70, -(2**200), 1.5, float("inf"), -0.0, 2j + 1, "x\u00e9\ud800", b"\x00\xff",
+              [1, [2, (3, {4: frozenset({5})})]], {"a": {1, 2}, (1, "b"): [None]}, (), [], {}, set()]
+    for value in values:
+        assert driver.from_wire(json_round_trip(driver.to_wire(value))) == value
+        assert type(driver.from_wire(json_round_trip(driver.to_wire(value)))) is type(value)
+    nan = driver.from_wire(json_round_trip(driver.to_wire(float("nan"))))
+    assert nan != nan
+    class Sneaky(int):
+        def __eq__(self, other):
+            return True
+    assert type(driver.from_wire(driver.to_wire(Sneaky(3)))) is int
+    for bad in [object(), len, iter([]), type("X", (), {})]:
+        with pytest.raises(driver.Unsupported):
+            driver.to_wire(bad)
+    for garbage in [{"q": 1}, {"t": 1}, {"d": [[[1], 2]]}, {"b": "zz"}, {"a": 1, "b": 2}, {"c": ["x", 1]}]:
+        with pytest.raises(driver.ProtocolError):
+            driver.from_wire(garbage)
+
+
+def json_round_trip(tree):
+    return json.loads(json.dumps(tree))
+
+
+def test_perturb_changes_every_value_and_keeps_its_type():
+    for value in [None, True, False, 0, 7, 2**80, 1.5, 1e300, float("nan"), 1j, "", "ab", b"", [1, 2], [], (1,), {1: 2},
+                  {}, {1}, frozenset()]:
+        changed = driver.from_wire(driver.perturb(driver.to_wire(value)))
+        assert changed != value
+        assert value is None or type(changed) is type(value)
+
+
+def test_the_protocol_serves_the_ways_tests_call_the_function():
+    problem = humaneval().get("HumanEval/38")  # decode_cyclic(encode_cyclic(s)) round trips, random inputs
+    ref = problem.reference
+    assert all(o.passed for o in judge_many(problem, [(ref, t) for t in problem.tests]))
+    add = humaneval().get(ADD_PROBLEM)
+    tests = [AssertTest("candidate = add", check) for check in [
+        "assert add(add(1, 2), add(x=3, y=4)) == 10",
+        "assert abs(add(0.1, 0.2) - 0.3) < 1e-9",
+        "assert [add(i, i) for i in range(20)] == [2 * i for i in range(20)]",
+        "try:\n    add('a', 1)\n    assert False\nexcept TypeError:\n    pass",
+        "import math\nassert math.isclose(add(1e300, 1e300), 2e300)",
+    ]]
+    outcomes = judge_many(add, [("def add(x, y):\n    return x + y", t) for t in tests])
+    assert all(o.passed for o in outcomes), outcomes
+
+
+def test_a_prefetched_call_that_crashes_the_candidate_is_judged_again_one_call_at_a_time():
+    problem = humaneval().get(ADD_PROBLEM)
+    code = "import os\ndef add(x, y):\n    if x == 7:\n        os._exit(1)\n    return x + y"
+    outcomes = judge_many(problem, [(code, t) for t in problem.tests])
+    assert [o.passed for o in outcomes] == [True, True, True, True, False, True]
 
 
 # ------------------------------------------------------------------ rewards and episodes

