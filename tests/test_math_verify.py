@@ -297,3 +297,46 @@ def test_hedged_or_enumerated_answers_are_never_right(hedge):
 def test_relations_compare_whatever_their_spelling():
     assert verify("x \\leq 3", "x \\le 3") and verify("y = 1+2x", "y=2x+1")
     assert verify("5\\text{ cm}", "5") and verify("42 \\text{ apples}", "42")
+
+
+@pytest.mark.slow
+def test_no_comparison_process_outlives_its_parent():
+    """A parent that exits mid-comparison (without atexit handlers) leaves no comparison
+    process behind: the busy child ends when its CPU-time limit runs out."""
+    import subprocess
+
+    script = (
+        "import threading, time\n"
+        "from pettingllm_envs.math import bounded\n"
+        "from pettingllm_envs.math.verify import verify\n"
+        "assert verify('x^2+2x+1', '(x+1)^2')\n"
+        "threading.Thread(target=bounded.bounded_symbolic_equal, args=('(x+1)^{999}', 'x', False, 60.0),\n"
+        "                 daemon=True).start()\n"
+        "time.sleep(0.5)\n"
+        "import glob\n"
+        "kids = [open(p).read() for p in glob.glob('/proc/self/task/*/children')]\n"
+        "print(' '.join(kids), flush=True)\n"
+        "os_exit = __import__('os')._exit\n"
+        "os_exit(0)\n"  # no atexit: the idle child must exit on end of input, the busy one by itself
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    children = [int(pid) for pid in done.stdout.split()]
+    assert len(children) == 1, done.stderr  # the one worker, busy with the runaway comparison
+    deadline = time.monotonic() + 10 + bounded_cpu_limit()
+    while time.monotonic() < deadline and any(_alive(pid) for pid in children):
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in children)
+
+
+def bounded_cpu_limit() -> float:
+    from pettingllm_envs.math.bounded import CPU_SECONDS_PER_REQUEST
+
+    return CPU_SECONDS_PER_REQUEST
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False

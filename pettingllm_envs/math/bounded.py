@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import resource
 import select
@@ -33,9 +34,11 @@ import time
 #: Longest a caller waits for one comparison; an overrun counts as "not equal".
 WALL_SECONDS = 5.0
 #: CPU seconds one request may use in the child before the kernel ends it (a backstop only).
-CPU_SECONDS_PER_REQUEST = 20
+CPU_SECONDS_PER_REQUEST = 10
 #: Most child processes at once (each holds SymPy, about 100 MB).
 MAX_WORKERS = max(1, min(8, os.cpu_count() or 1))
+
+logger = logging.getLogger(__name__)
 
 
 class _Worker:
@@ -96,8 +99,13 @@ class _Pool:
             worker = worker or _Worker()
             try:
                 verdict = worker.ask(request, deadline)
-            except (TimeoutError, OSError, ValueError):
+            except TimeoutError:  # the expected way out of a runaway comparison
                 worker.kill()
+                return None
+            except (OSError, ValueError) as error:  # not expected: say so, or every symbolic answer is silently wrong
+                worker.kill()
+                logger.warning("the answer-comparison process failed (%s, exit code %s); the answer counts as wrong",
+                               error, worker.process.returncode)
                 return None
             with self.lock:
                 self.idle.append(worker)
