@@ -164,6 +164,7 @@ def test_every_option_of_every_command_has_help_and_its_default_and_no_rst():
     assert "M-GRPO" in parsers["train-mgrpo"].description
 
 
+@pytest.mark.slow
 def test_train_variants_help_is_its_own():
     proc = run_cli("train-variants", "--help")
     assert proc.returncode == 0, proc.stderr
@@ -280,6 +281,7 @@ def test_train_errors_are_one_line(capsys, tiny_model_dir, tmp_path):
     assert not run.exists()  # no failed start left an empty run dir behind
 
 
+@pytest.mark.slow
 def test_a_second_train_into_the_same_run_dir_is_refused_unless_resume_or_overwrite(capsys, tiny_model_dir,
                                                                                     tmp_path):
     run = tmp_path / "run"
@@ -321,6 +323,7 @@ def test_train_mgrpo_and_self_consistency_are_commands(capsys, tiny_model_dir, t
     assert json.loads(out.read_text())["records"][0]["problem"] == 0
 
 
+@pytest.mark.slow
 def test_tiny_model_loads_with_from_pretrained_and_prints_no_library_bars(tmp_path):
     transformers = pytest.importorskip("transformers")
     proc = run_cli("tiny-model", str(tmp_path / "tiny"))
@@ -337,6 +340,7 @@ def test_tiny_model_loads_with_from_pretrained_and_prints_no_library_bars(tmp_pa
     assert model.config.num_hidden_layers == 2 and model.config.vocab_size == len(tokenizer)
 
 
+@pytest.mark.slow
 def test_the_module_entry_points_are_the_cli_commands():
     proc = subprocess.run([sys.executable, "-m", "trainers.mgrpo.train", "--mode", "nope"], capture_output=True,
                           text=True, timeout=120)
