@@ -54,7 +54,7 @@ from pettingllm_envs.core import ActionResult, Split, TextAECEnv, make_parallel_
 from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program
 from pettingllm_envs.math.datasets import FORMATS, Format, MathProblem, load_dataset_file, load_hf_dataset
 from pettingllm_envs.math.generator import generate_problem
-from pettingllm_envs.math.verify import extract_boxed, verify
+from pettingllm_envs.math.verify import BOXED, extract_boxed, verify
 
 ROLES = ("reasoner", "tool")
 #: How much of a role's solution text later observations show (the end, where the answer is).
@@ -186,7 +186,7 @@ class raw_env(TextAECEnv[MathProblem]):
             answer = extract_boxed(text)
             if not answer:
                 return ActionResult(-self.config.format_penalty, valid=False,
-                                    invalid_reason="no final answer in \\boxed{...} was found")
+                                    invalid_reason=missing_answer_reason(text))
             return self._answer(agent, answer, {"answer": answer})
         return self._apply_tool(text)
 
@@ -262,6 +262,15 @@ class raw_env(TextAECEnv[MathProblem]):
 
     def extra_info(self, agent: str) -> dict[str, Any]:
         return {"problem_id": self.instance.uid}
+
+
+def missing_answer_reason(text: str) -> str:
+    """Why ``text`` has no final answer: no ``\\boxed{``, an unclosed one, or an empty one."""
+    if BOXED.search(text) is None:
+        return "no final answer in \\boxed{...} was found"
+    if extract_boxed(text) is None:
+        return "the \\boxed{ of the final answer is not closed: end it with a matching }"
+    return "the final \\boxed{} is empty"
 
 
 def program_answer(stdout: str) -> str | None:

@@ -242,6 +242,13 @@ def test_a_program_printing_moves_it_did_not_compute_is_scored_by_the_moves_alon
     assert last(env, "tool")["reward"] <= max(0.0, last(plain, "tool")["reward"])
 
 
+def test_unclosed_boxed_answer_is_reported_as_unclosed():
+    env = raw("math_v0", 0)
+    env.step("So the answer is \\boxed{42")
+    assert "not closed" in last(env, "reasoner")["invalid_reason"]
+    assert last(env, "reasoner")["reward_local"] == -env.config.format_penalty
+
+
 def test_unclosed_code_block_is_reported_as_unclosed():
     env = raw("plan_path_v0", 0)
     env.step("```python\nprint('MOVES: U')\n")
@@ -249,6 +256,12 @@ def test_unclosed_code_block_is_reported_as_unclosed():
     env = raw("plan_path_v0", 0)
     env.step("I would go up.")
     assert "no ```python code block" in last(env, "tool")["invalid_reason"]
+    for env_id in ("math_v0", "sudoku_v0", "sokoban_v0"):
+        env = raw(env_id, 0)
+        if env.agent_selection != "tool":
+            env.step("\\boxed{0}")
+        env.step("```python\nprint(1)\n")
+        assert "not closed" in last(env, "tool")["invalid_reason"], env_id
 
 
 # ---------------------------------------------------------------------------- math
