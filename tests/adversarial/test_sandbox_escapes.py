@@ -687,7 +687,8 @@ def test_every_layer_the_machine_allows_is_on():
 @pytest.mark.slow
 def test_without_root_the_layers_degrade_and_say_so():
     """The fork server started by an unprivileged user: no view, uids or namespaces (each
-    reported off), the filter still on, and hostile working directories still cleaned."""
+    reported off), the filter still on, hostile working directories still cleaned, and a
+    process left behind still killed."""
     python = shutil.which("python3", path="/usr/bin:/usr/local/bin")
     if python is None or subprocess.run([python, "-c", "import sys; assert sys.version_info >= (3, 11)"]).returncode:
         pytest.skip("no interpreter outside /root that an unprivileged user can run")
@@ -704,11 +705,17 @@ def test_without_root_the_layers_degrade_and_say_so():
                        "import os\\nfor _ in range(2000):\\n os.mkdir('d'); os.chdir('d')",
                        "import os; os.makedirs('a/b'); os.chmod('a/b', 0); os.chmod('a', 0)"):
             execute(attack)
+        execute("import os, time\\nif os.fork() == 0:\\n os.setsid(); time.sleep(60)")  # left behind
         last = execute("import os; print(os.listdir('.'))")
+        info = fork_server_info()
+        def children(pid):
+            with open(f"/proc/{{pid}}/task/{{pid}}/children") as f:
+                return f.read().split()
+        left = [p for p in children(info.pid) if int(p) != info.zygote] + children(info.zygote)
         print(first.filesystem_isolated, first.uid_isolated, first.pid_isolated, first.ipc_isolated,
-              first.network_isolated, first.syscalls_filtered, last.stdout.strip(), fork_server_info().pid == server)
+              first.network_isolated, first.syscalls_filtered, last.stdout.strip(), info.pid == server, left)
     """)
     out = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=120, cwd="/",
                          user="nobody", group="nogroup", extra_groups=[], env={"PATH": "/usr/bin:/bin"})
     filtered = str(platform.machine() in ("x86_64", "aarch64"))
-    assert out.stdout.split() == ["False"] * 5 + [filtered, "[]", "True"], out.stdout + out.stderr
+    assert out.stdout.split() == ["False"] * 5 + [filtered, "[]", "True", "[]"], out.stdout + out.stderr
