@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 #: Panels: a title and the metric-name prefixes drawn in it.
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
