@@ -313,6 +313,12 @@ def test_train_mgrpo_and_self_consistency_are_commands(capsys, tiny_model_dir, t
     err = one_line_error(capsys, ["train-mgrpo", "--model", str(tiny_model_dir), "--role", "main"])
     assert "--run-id" in err
     assert "did you mean 'mgrpo'" in one_line_error(capsys, ["train-mgrpo", "--mode", "mgrp"])
+    earlier = tmp_path / "mgrpo"
+    earlier.mkdir()
+    (earlier / "metrics.jsonl").write_text('{"step": 1}\n')
+    err = one_line_error(capsys, ["train-mgrpo", "--model", str(tiny_model_dir), "--run-dir", str(earlier)])
+    assert "already holds a run" in err and "--overwrite" in err
+    assert (earlier / "metrics.jsonl").read_text() == '{"step": 1}\n'
     err = one_line_error(capsys, ["self-consistency", "--model", str(tiny_model_dir), "--g", "0"])
     assert "--g must be >= 1" in err
     out = tmp_path / "sc.json"

@@ -433,6 +433,9 @@ def build_parser(prog: str = "pettingllm train-mgrpo") -> argparse.ArgumentParse
                              "the same --run-id and --store, e.g. on two machines sharing Redis); local: one "
                              "process, any --mode")
     add_dataclass_options(parser, MGRPOConfig)
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start again in a --run-dir whose metrics.jsonl holds an earlier run (deleted); "
+                             "without it such a run dir is refused")
     return parser
 
 
@@ -441,6 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = vars(parser.parse_args(list(argv) if argv is not None else None))
     role = args.pop("role")
+    overwrite = args.pop("overwrite")
     try:
         cfg = MGRPOConfig(**args)
         cfg.validate()
@@ -454,6 +458,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError("--role main/sub needs the same --run-id on both sides")
     if role == "both" and cfg.mode == "single":
         raise UsageError("--mode single has one policy, so no second process: use --role local")
+    metrics = Path(cfg.run_dir) / METRICS
+    if role != "sub" and metrics.exists() and not overwrite:  # the runners start it afresh
+        raise UsageError(f"--run-dir {cfg.run_dir} already holds a run ({metrics.name}): pass --overwrite to "
+                         "start again, or choose another --run-dir")
     if role == "sub":
         run_sub_side(cfg)
         return 0
