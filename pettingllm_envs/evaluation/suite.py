@@ -205,15 +205,15 @@ def run_suite(config: SuiteConfig, out_dir: str | Path, *, progress: bool = True
     if config.episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {config.episodes}")
     wanted = requested_keys(config)
-    for env_id, spec, mode in dict.fromkeys(key[:3] for key in wanted):  # bad specs fail before anything runs
+    done = set() if fresh else {_record_key(r) for r in load_records(out)}  # read-only: a cut last line is skipped
+    jobs = [(*key[:3], key[4]) for key in wanted if key not in done]
+    reused = len(wanted) - len(jobs)
+    for env_id, spec, mode in dict.fromkeys(job[:3] for job in jobs):  # bad specs fail before anything is written
         build_policy(spec, env_id, mode, config.max_tokens, config.seed)
     out.mkdir(parents=True, exist_ok=True)
     _drop_partial_line(out / RECORDS)
     if fresh:
         _drop_records(out / RECORDS, set(wanted))
-    done = {_record_key(r) for r in load_records(out)}
-    jobs = [(*key[:3], key[4]) for key in wanted if key not in done]
-    reused = len(wanted) - len(jobs)
     if progress and reused:
         print(f"reusing {reused} of {len(wanted)} episodes already recorded in {out / RECORDS} "
               "(--fresh replays them)", file=sys.stderr)
