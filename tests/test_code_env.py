@@ -19,7 +19,15 @@ from pettingllm_envs.code.code_env import (
     show_test,
 )
 from pettingllm_envs.code.datasets import AssertTest, IOTest, builtin_stdio, humaneval, load_dataset
-from pettingllm_envs.code.judge import DRIVER_PROGRAM, Suite, driver_stdin
+from pettingllm_envs.code.judge import (
+    ANSWER_PROGRAM,
+    DRIVER_PROGRAM,
+    Suite,
+    answer_in_one_process,
+    answer_stdin,
+    driver_stdin,
+    prefetch_calls,
+)
 from pettingllm_envs.code.stdio_problems import PROBLEMS
 from pettingllm_envs.core import split_of
 from pettingllm_envs.episodes import play_episode
@@ -263,6 +271,30 @@ def test_the_program_is_the_same_driver_for_every_run_and_the_tests_come_after_t
     code_frame = stdin[driver.FRAME_DIGITS: driver.FRAME_DIGITS + first]
     assert "t" * 32 not in code_frame and "prefetch" not in code_frame
     assert "t" * 32 in stdin[driver.FRAME_DIGITS + first:]
+
+
+def test_hidden_tests_with_known_calls_run_on_the_host_on_the_codes_replies():
+    """The one-process mode: the run gets the code and the calls' arguments only (no test,
+    no expected value); the host runs the tests on the replies. The test whose calls depend
+    on the run (HumanEval/53's random loop) is left to the driver."""
+    problem = humaneval().get(ADD_PROBLEM)
+    suite = Suite(problem, "def add(x, y):\n    return x + y", problem.tests, trusted=True)
+    stdin = answer_stdin(suite, prefetch_calls(suite))
+    assert "assert" not in stdin and "assert" not in ANSWER_PROGRAM
+    for test in problem.tests:
+        assert test.check not in stdin
+    outcomes = [[None] * len(problem.tests)]
+    answer_in_one_process([suite], outcomes, timeout=2.0, memory_mb=512, workers=1, shown_chars=400)
+    assert [o is not None and o.passed for o in outcomes[0]] == [True] * 5 + [False]
+    wrong = Suite(problem, "def add(x, y):\n    return x * y", problem.tests, trusted=True)
+    outcomes = [[None] * len(problem.tests)]
+    answer_in_one_process([wrong], outcomes, timeout=2.0, memory_mb=512, workers=1, shown_chars=400)
+    assert [o.passed for o in outcomes[0][:5]] == [False, False, False, False, False]
+    assert "add(2, 3) returned 6" in outcomes[0][2].reason
+    untrusted = Suite(problem, wrong.code, problem.tests)  # tester tests never run on the host
+    outcomes = [[None] * len(problem.tests)]
+    answer_in_one_process([untrusted], outcomes, timeout=2.0, memory_mb=512, workers=1, shown_chars=400)
+    assert outcomes == [[None] * len(problem.tests)]
 
 
 def test_codec_keeps_plain_data_and_refuses_everything_else():

@@ -230,6 +230,42 @@ def code_line(tb: Any, filename: str) -> str:
 
 
 # ------------------------------------------------------------------ the candidate process
+def load_candidate(spec: dict[str, Any]) -> tuple[Any, list[str]]:
+    """Run the preamble and the code as module ``solution``: the function and
+    ``["loaded"]``, or None and ``["failed", why]``."""
+    module = types.ModuleType("solution")
+    module.__dict__["__builtins__"] = builtins
+    sys.modules["solution"] = module
+    try:
+        exec(marshal.loads(bytes.fromhex(spec["preamble"])), module.__dict__)
+        exec(marshal.loads(bytes.fromhex(spec["code"])), module.__dict__)
+        function = module.__dict__.get(spec["entry_point"])
+        if not callable(function):
+            raise NameError(f"the code does not define the function {spec['entry_point']!r}")
+        return function, ["loaded"]
+    except BaseException as error:
+        return None, ["failed", f"{type(error).__name__}: {error}{code_line(error.__traceback__, 'solution.py')}"]
+
+
+def answer_calls() -> None:  # pragma: no cover - runs in the sandbox
+    """The one-process mode, for trusted tests whose calls are all known in advance:
+    stdin is one frame ``{"preamble", "code", "entry_point", "perturb", "calls"}``; the
+    output is one JSON line, the load status, then one reply per call. The tests are run by
+    the host on these replies, so this process (the code's own) never sees them."""
+    spec = read_frame()
+    out = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 1)  # what the code prints does not mix with the replies
+    function, status = load_candidate(spec)
+    lines = [encode(status)]
+    if function is not None:
+        lines += [encode(answer(function, call, bool(spec["perturb"]))) for call in spec["calls"]]
+    data = memoryview(b"\n".join(lines) + b"\n")
+    while data:
+        data = data[os.write(out, data):]
+    os._exit(0)
+
+
 def candidate_main(sock: socket.socket) -> None:  # pragma: no cover - runs in the sandbox
     """The candidate process (see the module docstring). Never returns."""
     try:
@@ -241,18 +277,7 @@ def candidate_main(sock: socket.socket) -> None:  # pragma: no cover - runs in t
         sock.sendall(b"R")
     except BaseException:
         os._exit(1)
-    module = types.ModuleType("solution")
-    module.__dict__["__builtins__"] = builtins
-    sys.modules["solution"] = module
-    try:
-        exec(marshal.loads(bytes.fromhex(spec["preamble"])), module.__dict__)
-        exec(marshal.loads(bytes.fromhex(spec["code"])), module.__dict__)
-        function = module.__dict__.get(spec["entry_point"])
-        if not callable(function):
-            raise NameError(f"the code does not define the function {spec['entry_point']!r}")
-        status = ["loaded"]
-    except BaseException as error:
-        status = ["failed", f"{type(error).__name__}: {error}{code_line(error.__traceback__, 'solution.py')}"]
+    function, status = load_candidate(spec)
     try:
         send_message(sock, encode(status))
         if status[0] == "loaded":
@@ -389,21 +414,10 @@ class Channel:
         raise self.spoil(value)
 
     def interpret(self, reply: Any) -> tuple[str, Any]:
-        """``("ok", result)``, ``("raise", exception)`` or ``("spoil", why)``; a reply
-        outside the protocol breaks the candidate."""
-        try:
-            kind = reply[0]
-            if kind == "ok" and len(reply) == 2:
-                return "ok", from_wire(reply[1])
-            if kind == "unsupported" and len(reply) == 2:
-                return "spoil", (f"the function returned {clip(str(reply[1]), 100)}, which is not plain data "
-                                 "(None, bool, int, float, complex, str, bytes, list, tuple, dict, set)")
-            if kind == "raise" and len(reply) == 3 and type(reply[1]) is str and type(reply[2]) is str:
-                error = builtin_exception(reply[1], reply[2])
-                return ("spoil", str(error)) if isinstance(error, Spoiled) else ("raise", error)
-        except (ProtocolError, RecursionError, TypeError, IndexError, KeyError):
-            pass
-        raise self.fail("the function's process sent a malformed reply")
+        kind, value = interpret_reply(reply)
+        if kind == "malformed":
+            raise self.fail(value)
+        return kind, value
 
     def live_call(self, wire: list[Any]) -> list[Any]:
         if self.sock is None:
@@ -426,6 +440,24 @@ class Channel:
             shown_args = ", ".join(clip(repr(a), limit) for a in args)
             lines.append(f"{self.entry_point}({shown_args}) returned {clip(repr(result), limit)}")
         return "\n".join(lines)
+
+
+def interpret_reply(reply: Any) -> tuple[str, Any]:
+    """``("ok", result)``, ``("raise", exception)``, ``("spoil", why)`` or ``("malformed",
+    why)`` for a reply that is outside the protocol."""
+    try:
+        kind = reply[0]
+        if kind == "ok" and len(reply) == 2:
+            return "ok", from_wire(reply[1])
+        if kind == "unsupported" and len(reply) == 2:
+            return "spoil", (f"the function returned {clip(str(reply[1]), 100)}, which is not plain data "
+                             "(None, bool, int, float, complex, str, bytes, list, tuple, dict, set)")
+        if kind == "raise" and len(reply) == 3 and type(reply[1]) is str and type(reply[2]) is str:
+            error = builtin_exception(reply[1], reply[2])
+            return ("spoil", str(error)) if isinstance(error, Spoiled) else ("raise", error)
+    except (ProtocolError, RecursionError, TypeError, IndexError, KeyError):
+        pass
+    return "malformed", "the function's process sent a malformed reply"
 
 
 def builtin_exception(name: str, message: str) -> BaseException:

