@@ -420,3 +420,15 @@ def test_the_env_only_install_runs_without_tqdm_and_pyyaml():
                                  "--env-kwargs", "{max_turns: 2}"], capture_output=True, text=True, timeout=120)
     assert yaml_style.returncode == 2 and "is not a JSON object" in yaml_style.stderr
     assert yaml_style.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_a_start_that_fails_while_loading_the_model_leaves_no_run_dir(tmp_path):
+    pytest.importorskip("transformers")
+    broken = tmp_path / "broken_model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")  # passes the folder check, fails in from_pretrained
+    run = tmp_path / "runs" / "first"
+    with pytest.raises(Exception):  # noqa: B017 - whatever transformers raises; the point is what is left behind
+        main(smoke_args(broken, run, "--debug"))
+    assert not run.exists() and not run.parent.exists()
