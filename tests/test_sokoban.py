@@ -276,3 +276,19 @@ def test_truncation_at_max_turns_and_alpha():
     env = env_on(LINE, alpha=0.25)
     last = planner_step(env, "RR")
     assert last["reward"] == pytest.approx(0.25 * last["reward_global"] + last["reward_local"])
+
+
+def test_ending_the_episode_by_a_deadlock_earns_less_than_waiting():
+    """Exit early: deadlocking a box on purpose ends the episode, but costs more than walking
+    about without pushing (free) until truncation, so a failing policy gains nothing by it."""
+    deadlocked, waited = env_on(LINE), env_on(LINE)
+    deadlocked.step(tool_program("L"))
+    deadlocked.step("MOVES: URD")
+    total_deadlocked = deadlocked.infos["planner"]["last_action"]["reward"]
+    total_waited = 0.0
+    while not (waited.terminations["planner"] or waited.truncations["planner"]):
+        waited.step(tool_program("L"))
+        waited.step("MOVES: U D")
+        total_waited += waited.infos["planner"]["last_action"]["reward"]
+    assert all(deadlocked.terminations.values())
+    assert total_deadlocked < total_waited <= 0.0
