@@ -423,3 +423,48 @@ def test_tester_local_reward_stays_within_its_documented_bounds():
         branch.step(action)
         local = branch.infos["tester"]["last_action"]["reward_local"]
         assert -env.config.format_penalty <= local <= 1 + env.config.bug_credit
+
+
+def test_a_tester_test_cannot_tell_the_coders_code_from_the_reference():
+    """The tester has seen the coder's (correct) code; a test that fails whenever that code
+    is within its process's reach would catch a 'bug' in correct code. With the old judge
+    (code and test in one program, the source in ``linecache``) it did: valid, and caught."""
+    env = fresh()
+    env.step(fence('MARK = "marker-7f3a"\ndef add(x, y):\n    return x + y'))
+    spy = r'''
+import gc, glob, linecache, sys
+def sees_marker():
+    needle = "".join(["marker-", "7f3a"])  # never a constant of this test
+    texts = ["".join(entry[2]) for entry in list(linecache.cache.values()) if len(entry) > 2 and entry[2]]
+    for obj in gc.get_objects():
+        if hasattr(obj, "co_consts"):
+            texts += [c for c in obj.co_consts if isinstance(c, str)]
+        elif isinstance(obj, dict):
+            texts += [v for v in obj.values() if isinstance(v, str)]
+    try:
+        texts.append(open(sys.modules["__main__"].__file__).read())
+    except (OSError, AttributeError, TypeError):
+        pass
+    if any(needle in text for text in texts):
+        return True
+    for pid in [c for path in glob.glob("/proc/self/task/*/children") for c in open(path).read().split()]:
+        try:
+            with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
+                for line in maps:
+                    span, perms = line.split()[:2]
+                    start, end = (int(v, 16) for v in span.split("-"))
+                    if "r" in perms and end - start < (1 << 26):
+                        try:
+                            mem.seek(start)
+                            if needle.encode() in mem.read(end - start):
+                                return True
+                        except (OSError, ValueError, OverflowError):
+                            pass
+        except OSError:
+            pass
+    return False
+assert add(1, 2) == 3 and not sees_marker()
+'''
+    env.step(fence(spy))
+    action = env.infos["tester"]["last_action"]
+    assert action["parsed"]["valid"] == 1 and action["parsed"]["caught"] == 0
