@@ -4,6 +4,7 @@ termination, and that hidden tests never reach an observation."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -279,7 +280,7 @@ def test_hidden_tests_with_known_calls_run_on_the_host_on_the_codes_replies():
     on the run (HumanEval/53's random loop) is left to the driver."""
     problem = humaneval().get(ADD_PROBLEM)
     suite = Suite(problem, "def add(x, y):\n    return x + y", problem.tests, trusted=True)
-    stdin = answer_stdin(suite, prefetch_calls(suite))
+    stdin = answer_stdin(suite, prefetch_calls(suite), 2.0)
     assert "assert" not in stdin and "assert" not in ANSWER_PROGRAM
     for test in problem.tests:
         assert test.check not in stdin
@@ -345,11 +346,19 @@ def test_the_protocol_serves_the_ways_tests_call_the_function():
     assert all(o.passed for o in outcomes), outcomes
 
 
+def add_problem_with_tests(*checks: str):
+    """HumanEval/53 with these hidden tests (its own end with a random loop)."""
+    tests = tuple(AssertTest("candidate = add", check) for check in checks)
+    return dataclasses.replace(humaneval().get(ADD_PROBLEM), tests=tests)
+
+
 def test_a_prefetched_call_that_crashes_the_candidate_is_judged_again_one_call_at_a_time():
-    problem = humaneval().get(ADD_PROBLEM)
-    code = "import os\ndef add(x, y):\n    if x == 7:\n        os._exit(1)\n    return x + y"
+    problem = add_problem_with_tests(*(f"assert candidate({x}, 1) == {x + 1}" for x in range(6)),
+                                     "for i in range(8, 12):\n    assert candidate(i, i) == 2 * i")
+    code = "import os\ndef add(x, y):\n    if x == 4:\n        os._exit(1)\n    return x + y"
     outcomes = judge_many(problem, [(code, t) for t in problem.tests])
-    assert [o.passed for o in outcomes] == [True, True, True, True, False, True]
+    assert [o.passed for o in outcomes] == [True, True, True, True, False, True, True]
+    assert "exited" in outcomes[4].reason
 
 
 # ------------------------------------------------------------------ rewards and episodes

@@ -48,6 +48,7 @@ import ctypes
 import json
 import marshal
 import os
+import resource
 import signal
 import socket
 import struct
@@ -249,10 +250,14 @@ def load_candidate(spec: dict[str, Any]) -> tuple[Any, list[str]]:
 
 def answer_calls() -> None:  # pragma: no cover - runs in the sandbox
     """The one-process mode, for trusted tests whose calls are all known in advance:
-    stdin is one frame ``{"preamble", "code", "entry_point", "perturb", "calls"}``; the
+    stdin is one frame ``{"preamble", "code", "entry_point", "perturb", "calls",
+    "cpu_seconds"}``; the
     output is one JSON line, the load status, then one reply per call. The tests are run by
     the host on these replies, so this process (the code's own) never sees them."""
     spec = read_frame()
+    # All the calls together get one test's time in CPU seconds (a hard limit: the code
+    # cannot raise it); the run shares its wall-clock limit with a batch of driver runs.
+    resource.setrlimit(resource.RLIMIT_CPU, (spec["cpu_seconds"], spec["cpu_seconds"]))
     out = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 1)  # what the code prints does not mix with the replies

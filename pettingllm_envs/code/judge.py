@@ -44,6 +44,7 @@ import functools
 import inspect
 import json
 import marshal
+import math
 import re
 import secrets
 import types
@@ -70,7 +71,7 @@ _ANSWER_PARTS = (driver.Unsupported, driver.ProtocolError, driver.to_wire, drive
                  driver.encode, driver.read_exactly, driver.read_frame, driver.code_line, driver.answer,
                  driver.load_candidate, driver.answer_calls)
 ANSWER_SOURCE = "\n\n".join([
-    "from __future__ import annotations\nimport builtins, json, marshal, os, sys, traceback, types",
+    "from __future__ import annotations\nimport builtins, json, marshal, os, resource, sys, traceback, types",
     f"FRAME_DIGITS = {driver.FRAME_DIGITS}\nBIG_INT = {driver.BIG_INT}",
     *(inspect.getsource(part) for part in _ANSWER_PARTS), "answer_calls()\n"])
 _ANSWER_CODE = zlib.compress(marshal.dumps(compile(ANSWER_SOURCE, "answer.py", "exec", optimize=2)), 9)
@@ -88,6 +89,10 @@ class Outcome:
     reason: str = ""
     """Why it failed (the exception and the function's latest calls, a wrong answer, a
     timeout); empty when it passed. Bounded by ``shown_chars``."""
+
+
+#: A one-process run: (suite index, its tests' indices, the calls they make).
+OneProcessJob = tuple[int, list[int], list[list]]
 
 
 @dataclass(frozen=True)
@@ -253,11 +258,11 @@ def compiled(source: str, filename: str) -> types.CodeType:
     return compile(source, filename, "exec", dont_inherit=True)
 
 
-def answer_stdin(suite: Suite, calls: list[list]) -> str:
+def answer_stdin(suite: Suite, calls: list[list], timeout: float) -> str:
     problem = suite.problem
     return frame({"preamble": compiled_hex(problem.preamble, "prompt.py")[0],
                   "code": compiled_hex(suite.code, "solution.py")[0], "entry_point": problem.entry_point,
-                  "perturb": suite.perturb, "calls": calls})
+                  "perturb": suite.perturb, "calls": calls, "cpu_seconds": math.ceil(timeout)})
 
 
 def read_replies(result: ExecutionResult, count: int) -> tuple[str | None, list[Any] | None]:
@@ -309,66 +314,86 @@ def answer_on_host(problem: CodeProblem, test: AssertTest, replies: dict[str, An
     return Outcome(False, clip(spoiled[0], limit)) if spoiled else Outcome(True)
 
 
-def answer_in_one_process(suites: Sequence[Suite], outcomes: list[list[Outcome | None]], *, timeout: float,
-                          memory_mb: int, workers: int, shown_chars: int) -> None:
-    """Judge the trusted tests whose calls are known in advance with one process per
-    suite that only answers those calls (no driver, no fork: the cheapest run); fills
-    ``outcomes`` where that worked and leaves None where the driver must judge."""
+def one_process_jobs(suites: Sequence[Suite], outcomes: list[list[Outcome | None]]) -> list[OneProcessJob]:
+    """For each trusted suite that can load: its tests whose calls are known in advance
+    and those calls (the tests' outcomes not decided yet)."""
     jobs = []
     for i, suite in enumerate(suites):
         if not suite.trusted or compiled_hex(suite.code, "solution.py")[0] is None:
             continue
         names = ("candidate", suite.problem.entry_point)
-        known = [j for j, t in enumerate(suite.tests)
-                 if isinstance(t, AssertTest) and calls_known_in_advance(body_source(t, names[1]), names)]
+        known = [j for j, t in enumerate(suite.tests) if outcomes[i][j] is None and isinstance(t, AssertTest)
+                 and calls_known_in_advance(body_source(t, names[1]), names)]
         if known:
             calls = prefetch_calls(Suite(suite.problem, suite.code, tuple(suite.tests[j] for j in known)))
             jobs.append((i, known, calls))
-    if not jobs:
-        return
-    results = execute_many([ANSWER_PROGRAM] * len(jobs),
-                           stdins=[answer_stdin(suites[i], calls) for i, _, calls in jobs], workers=workers,
+    return jobs
+
+
+def record_replies(job: OneProcessJob, result: ExecutionResult, suite: Suite,
+                   outcomes: list[list[Outcome | None]], shown_chars: int) -> None:
+    """Judge a one-process job's tests on the host from its run's replies; where the run did
+    not answer every call, the outcomes stay None (the driver judges those tests)."""
+    i, known, calls = job
+    failed_load, replies = read_replies(result, len(calls))
+    for j in known:
+        if failed_load is not None:
+            outcomes[i][j] = Outcome(False, clip(f"the code failed to load: {failed_load}", shown_chars))
+        elif replies is not None:
+            by_key = {driver.call_key(*call): reply for call, reply in zip(calls, replies, strict=True)}
+            outcomes[i][j] = answer_on_host(suite.problem, suite.tests[j], by_key, shown_chars)  # type: ignore[arg-type]
+
+
+def answer_in_one_process(suites: Sequence[Suite], outcomes: list[list[Outcome | None]], *, timeout: float,
+                          memory_mb: int, workers: int, shown_chars: int) -> None:
+    """Judge the trusted tests whose calls are known in advance with one process per suite
+    that only answers those calls (no driver, no fork: the cheapest run), on its own."""
+    jobs = one_process_jobs(suites, outcomes)
+    stdins = [answer_stdin(suites[i], calls, timeout) for i, _, calls in jobs]
+    results = execute_many([ANSWER_PROGRAM] * len(jobs), stdins=stdins, workers=workers,
                            timeout=timeout + RUN_SLACK_SECONDS, memory_mb=memory_mb)
-    for (i, known, calls), result in zip(jobs, results, strict=True):
-        failed_load, replies = read_replies(result, len(calls))
-        suite = suites[i]
-        for j in known:
-            if failed_load is not None:
-                outcomes[i][j] = Outcome(False, clip(f"the code failed to load: {failed_load}", shown_chars))
-            elif replies is not None:
-                by_key = {driver.call_key(*call): reply for call, reply in zip(calls, replies, strict=True)}
-                outcomes[i][j] = answer_on_host(suite.problem, suite.tests[j], by_key, shown_chars)  # type: ignore[arg-type]
+    for job, result in zip(jobs, results, strict=True):
+        record_replies(job, result, suites[job[0]], outcomes, shown_chars)
 
 
 def judge_suites(suites: Sequence[Suite], *, timeout: float = 5.0, memory_mb: int = 512, workers: int = 2,
                  shown_chars: int = 400) -> list[list[Outcome]]:
-    """Run each function-style suite as one sandboxed driver run (``workers`` at a time);
-    ``timeout`` is per test. One list of outcomes per suite, in test order. The tests after
-    one that crashed or hung the candidate run again in a fresh run (so each fails or
-    passes on its own), as many rounds as that takes."""
+    """Judge function-style suites, ``workers`` runs at a time; ``timeout`` is per test. One
+    list of outcomes per suite, in test order. The first round runs, all in one batch, a
+    one-process run for each trusted suite's tests whose calls are known in advance and a
+    driver run for each suite's other tests; later rounds give the driver what a run left
+    undecided: the tests after one that crashed or hung the candidate (in a fresh run, so
+    each fails or passes on its own) and those of one-process runs that did not answer."""
     outcomes: list[list[Outcome | None]] = [[None] * len(s.tests) for s in suites]
     for i, suite in enumerate(suites):
         code, why = compiled_hex(suite.code, "solution.py")
         if code is None:  # it cannot load: no run needed
             outcomes[i] = [Outcome(False, clip(f"the code failed to load: {why}", shown_chars))] * len(suite.tests)
-    answer_in_one_process(suites, outcomes, timeout=timeout, memory_mb=memory_mb, workers=workers,
-                          shown_chars=shown_chars)
+    fast = one_process_jobs(suites, outcomes)
+    covered = {(i, j) for i, known, _ in fast for j in known}
     pending: list[tuple[int, list[int], bool]] = []  # (suite, its tests to run, prefetch)
     for i, suite_outcomes in enumerate(outcomes):
-        left = [j for j, outcome in enumerate(suite_outcomes) if outcome is None]
+        left = [j for j, outcome in enumerate(suite_outcomes) if outcome is None and (i, j) not in covered]
         if left:
             pending.append((i, left, True))
-    while pending:
+    while pending or fast:
         runs = [Suite(suites[i].problem, suites[i].code, tuple(suites[i].tests[j] for j in left), suites[i].perturb)
                 for i, left, _ in pending]
         tokens_ = [secrets.token_hex(16) for _ in runs]
-        stdins = [driver_stdin(s, t, timeout, shown_chars, prefetch)
-                  for s, t, (_, _, prefetch) in zip(runs, tokens_, pending, strict=True)]
-        longest = max(len(s.tests) for s in runs)
-        results = execute_many([DRIVER_PROGRAM] * len(runs), stdins=stdins, workers=workers,
-                               timeout=(longest + 2) * timeout + RUN_SLACK_SECONDS, memory_mb=memory_mb)
+        stdins = [answer_stdin(suites[i], calls, timeout) for i, _, calls in fast]
+        stdins += [driver_stdin(s, t, timeout, shown_chars, prefetch)
+                   for s, t, (_, _, prefetch) in zip(runs, tokens_, pending, strict=True)]
+        # One batch (so one time limit): a one-process run is also capped at ``timeout`` of CPU.
+        longest = max((len(s.tests) + 2 for s in runs), default=1)
+        results = execute_many([ANSWER_PROGRAM] * len(fast) + [DRIVER_PROGRAM] * len(runs), stdins=stdins,
+                               workers=workers, timeout=longest * timeout + RUN_SLACK_SECONDS, memory_mb=memory_mb)
         still = []
-        for (i, left, prefetch), run, token, result in zip(pending, runs, tokens_, results, strict=True):
+        for job, result in zip(fast, results[: len(fast)], strict=True):
+            record_replies(job, result, suites[job[0]], outcomes, shown_chars)
+            unanswered = [j for j in job[1] if outcomes[job[0]][j] is None]
+            if unanswered:
+                still.append((job[0], unanswered, True))
+        for (i, left, prefetch), run, token, result in zip(pending, runs, tokens_, results[len(fast):], strict=True):
             verdicts = read_verdicts(result, token, len(run.tests), shown_chars)
             for j, verdict in zip(left, verdicts, strict=True):
                 outcomes[i][j] = verdict
@@ -380,7 +405,7 @@ def judge_suites(suites: Sequence[Suite], *, timeout: float = 5.0, memory_mb: in
             elif rest:
                 for j in rest:
                     outcomes[i][j] = Outcome(False, "the judge did not run this test")
-        pending = still
+        pending, fast = still, []
     return outcomes  # type: ignore[return-value]
 
 

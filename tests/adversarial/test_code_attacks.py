@@ -16,11 +16,12 @@ the coder's observation through a failure message.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
 from pettingllm_envs.code.code_env import judge_many, parse_tests, raw_env
-from pettingllm_envs.code.datasets import builtin_stdio, humaneval
+from pettingllm_envs.code.datasets import AssertTest, builtin_stdio, humaneval
 
 ADD = "HumanEval/53"  # def add(x: int, y: int); hidden tests assert candidate(0, 1) == 1, ...
 WRONG_ADD = "```python\ndef add(x, y):\n    if x >= 5:\n        return 0\n    return y + x\n```"
@@ -275,7 +276,9 @@ for record in PROBLEMS:
 
 
 def test_a_test_that_crashes_or_hangs_the_candidate_fails_alone():
-    problem = humaneval().get(ADD)
+    problem = dataclasses.replace(humaneval().get(ADD), tests=tuple(
+        AssertTest("candidate = add", f"assert candidate({x}, {y}) == {x + y}")
+        for x, y in [(0, 1), (1, 0), (2, 3), (5, 7), (7, 5), (8, 8)]))
     code = """
 import os
 def add(x, y):
