@@ -210,7 +210,8 @@ def summarise_condition(histories: Sequence[list[dict[str, float]]], dumps: Sequ
         "reward_mean": statistics.fmean(m["reward/mean"] for m in rows),
         "reward_first_step": statistics.fmean(h[0]["reward/mean"] for h in histories),
         "reward_last_step": statistics.fmean(h[-1]["reward/mean"] for h in histories),
-        "success_rate": statistics.fmean(m["success_rate"] for m in rows),
+        # first-turn rollouts: each sample is its own one-step episode, so this is the policy's rate
+        "success_rate": statistics.fmean(m["rollout/success_rate"] for m in rows),
         "reward_distribution": distribution,
         "variant_reward": {k.rsplit("/", 1)[1]: statistics.fmean(m[k] for m in rows if k in m) for k in variant_keys},
         "groups": len(groups),

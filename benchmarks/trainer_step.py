@@ -68,7 +68,8 @@ def make_ours(model_dir: Path, run_dir: Path, prompts: int, n: int, tokens: int,
     config = TrainConfig(env="toy_bytes_v0", model=str(model_dir), run_dir=str(run_dir), problems_per_step=prompts,
                          n_samples=n, max_new_tokens=tokens, micro_batch_size=2 * prompts * n, progress=False,
                          tensorboard=False, checkpoint_every=0, steps=steps, lr=1e-6, drop_degenerate=False,
-                         device="cpu", env_kwargs={"targets": {"first": "", "second": ""}})
+                         device="cpu", env_kwargs={"targets": {"first": "", "second": ""}},
+                         eval_every=0)  # a timed step is one training step, as TRL's; no held-out evaluation
     trainer = Trainer(config)
     # Never stop at EOS, so every completion has exactly max_new_tokens tokens (TRL: min_new_tokens).
     trainer.policies.eos_ids = []

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from trainers.advantages import group_advantages, group_key
-from trainers.config import TrainConfig, load_config
+from trainers.config import ConfigError, TrainConfig, load_config
 from trainers.loss import aggregate, k3_kl, ppo_clip_loss
 
 
@@ -117,7 +117,7 @@ def test_config_yaml_then_cli_overrides(tmp_path):
     assert (cfg.model, cfg.n_samples, cfg.env_kwargs, cfg.lora, cfg.resume, cfg.kl_coef) == (
         "some/dir", 3, {"max_turns": 2}, True, True, 0.1)
     assert cfg.policy_for_roles(["tool", "planner"]) == {"tool": "a", "planner": "b"}
-    with pytest.raises(SystemExit):
+    with pytest.raises(ConfigError, match=r"'aggregation': got 'sum'.*token_mean, sequence_mean, dr_grpo"):
         load_config(["--model", "m", "--aggregation", "sum"])
     with pytest.raises(ValueError, match="model is required"):
         load_config([])
@@ -142,3 +142,42 @@ def test_vllm_backend_is_limited_to_the_shared_regime():
     with pytest.raises(ValueError, match="generation_backend"):
         TrainConfig(model="m", generation_backend="tgi").validate()
     TrainConfig(model="m", generation_backend="vllm").validate()
+
+
+def test_truncated_is_weights_by_hand():
+    """w = min(exp(logp_trainer - logp_engine), C) on real tokens, 0 on padding, no gradient."""
+    from trainers.importance_sampling import padded_engine_logprobs, truncated_is_weights
+
+    trainer = torch.tensor([[-1.0, -2.0, -0.5], [-0.1, -0.2, -0.3]], requires_grad=True)
+    engine = padded_engine_logprobs([[-1.5, -1.0], [-3.1, -0.2, -0.3]], 3, "cpu")
+    assert torch.allclose(engine, torch.tensor([[-1.5, -1.0, 0.0], [-3.1, -0.2, -0.3]]))
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    weights, stats = truncated_is_weights(trainer, engine, mask, cap=2.0)
+    # exp(0.5) = 1.6487, exp(-1) = 0.3679, padding 0; exp(3) = 20.09 -> cap 2; exp(0) = 1 twice
+    assert torch.allclose(weights, torch.tensor([[math.exp(0.5), math.exp(-1.0), 0.0], [2.0, 1.0, 1.0]]))
+    assert not weights.requires_grad
+    assert (stats.tokens, stats.truncated_tokens) == (5.0, 1.0)
+    assert stats.weight_sum == pytest.approx(math.exp(0.5) + math.exp(-1.0) + 4.0)
+    with pytest.raises(ValueError, match=">= 1"):
+        truncated_is_weights(trainer, engine, mask, cap=0.5)
+    with pytest.raises(ValueError, match="more log-probs"):
+        padded_engine_logprobs([[-1.0, -1.0, -1.0, -1.0]], 3, "cpu")
+
+
+def test_token_weights_scale_each_tokens_policy_gradient_term_by_hand():
+    # One sequence of two tokens, ratio 1 (on-policy), advantage 2; IS weights 1.5 and 0.5.
+    logp = torch.tensor([[math.log(0.5), math.log(0.25)]], requires_grad=True)
+    weights = torch.tensor([[1.5, 0.5]])
+    loss, stats = ppo_clip_loss(logp, logp.detach(), torch.tensor([2.0]), torch.ones(1, 2), eps_low=0.2,
+                                eps_high=0.2, aggregation="token_mean", total_tokens=2.0, total_sequences=1.0,
+                                max_len=2, token_weights=weights)
+    assert float(loss) == pytest.approx(-(1.5 * 2 + 0.5 * 2) / 2)  # -(w1 r A + w2 r A) / tokens
+    loss.backward()
+    assert torch.allclose(logp.grad, torch.tensor([[-1.5 * 2 / 2, -0.5 * 2 / 2]]))  # d(-w r A)/dlogp = -w r A
+    assert stats.clipped_tokens == 0
+    # the KL term is not weighted
+    ref = torch.tensor([[math.log(0.4), math.log(0.3)]])
+    with_kl, _ = ppo_clip_loss(logp.detach(), logp.detach(), torch.zeros(1), torch.ones(1, 2), eps_low=0.2,
+                               eps_high=0.2, aggregation="token_mean", total_tokens=2.0, total_sequences=1.0,
+                               max_len=2, ref_logp=ref, kl_coef=1.0, token_weights=weights)
+    assert float(with_kl) == pytest.approx(float(k3_kl(logp.detach(), ref).sum()) / 2)

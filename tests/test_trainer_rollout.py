@@ -206,3 +206,61 @@ def test_tree_rollout_with_the_tiny_llm(toy, tiny_model_dir):
     for row, g in enumerate(gens):
         assert len(g.logprobs) == len(g.completion_ids) == int(mask[row].sum())
         assert torch.allclose(logp[row, :len(g.logprobs)], torch.tensor(g.logprobs), atol=1e-4)
+
+
+# ---------------------------------------------------------------- AEC protocol (agents finishing apart)
+UNEVEN = "uneven_v0"
+
+
+@pytest.fixture
+def uneven(monkeypatch):
+    """tests/uneven_env.py: a plain PettingZoo env (no project base class) where the sprinter
+    terminates after its first action and the marathoner keeps acting for ``laps`` turns."""
+    monkeypatch.setitem(ENV_MODULES, UNEVEN, "uneven_env")
+    return lambda **kw: (lambda: pettingllm_envs.make(UNEVEN, **kw))
+
+
+def test_the_uneven_env_is_a_valid_pettingzoo_env(uneven):
+    from pettingzoo.test import api_test
+
+    api_test(uneven(laps=3)(), num_cycles=20)
+
+
+@pytest.mark.parametrize("mode", ["tree", "independent"])
+def test_rollouts_keep_going_after_one_agent_is_done(uneven, mode):
+    """The sprinter is done after turn 0; the AEC protocol steps it with None and the
+    marathoner's later turns are still sampled (before the fix the rollout stopped there and the
+    marathoner never acted)."""
+    sampler = ScriptedSampler({"sprinter": ["a", "bb", "ccc"], "marathoner": ["d", "ee", "fff"]})
+    if mode == "tree":
+        result = tree_rollout(uneven(laps=3), [0, 1], 3, sampler)
+    else:
+        result = independent_rollout(uneven(laps=3), [0, 1], 3, sampler)
+    turns = defaultdict(set)
+    for s in result.samples:
+        turns[s.agent].add(s.turn)
+    assert turns == {"sprinter": {0}, "marathoner": {0, 1, 2}}
+    episodes = 2 if mode == "tree" else 2 * 3
+    assert len(result.samples) == episodes * (1 + 3) * (3 if mode == "tree" else 1)
+    assert [agent for agent, _, _ in sampler.calls] == ["sprinter", "marathoner", "marathoner", "marathoner"]
+    from uneven_env import reward_of
+
+    assert all(s.reward == reward_of(s.text) for s in result.samples)
+
+
+def test_independent_returns_follow_pettingzoo_last(uneven):
+    """Each episode's per-role return is the sum of what ``env.last()`` reports to the role
+    over an ``agent_iter`` loop, the early-terminated agent's final reward included."""
+    from uneven_env import reward_of
+
+    sampler = ScriptedSampler({"sprinter": ["zz"], "marathoner": ["q"]})
+    result = independent_rollout(uneven(laps=2), [5], 1, sampler)
+    assert result.returns == [{"sprinter": reward_of("zz"), "marathoner": 2 * reward_of("q")}]
+    env = uneven(laps=2)()
+    env.reset(seed=5)
+    by_hand = defaultdict(float)
+    for agent in env.agent_iter():
+        _, reward, done, cut, _ = env.last()
+        by_hand[agent] += reward
+        env.step(None if done or cut else {"sprinter": "zz", "marathoner": "q"}[agent])
+    assert result.returns[0] == pytest.approx(dict(by_hand))

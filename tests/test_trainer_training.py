@@ -37,7 +37,7 @@ def toy_config(model_dir, run_dir, **overrides) -> TrainConfig:
     values = {
         "env": TOY, "model": str(model_dir), "run_dir": str(run_dir), "max_new_tokens": 1,
         "problems_per_step": 8, "n_samples": 8, "micro_batch_size": 64, "lr": 1e-2, "progress": False,
-        "checkpoint_every": 0, "tensorboard": False,
+        "checkpoint_every": 0, "tensorboard": False, "eval_every": 0,
         "env_kwargs": {"targets": {"first": string.digits, "second": string.ascii_lowercase}},
     }
     values.update(overrides)
@@ -75,7 +75,10 @@ def _comparable(metrics: dict) -> dict:
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_resume_continues_exactly(toy, tiny_model_dir, tmp_path, lora):
     dump_a, dump_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    common = {"problems_per_step": 2, "n_samples": 4, "regime": "per_role", "lora": lora, "lr": 5e-2}
+    # eval_every=1: the held-out evaluation after every step must neither perturb training nor
+    # differ between the runs (the interrupted run also evaluates after its last step, 2).
+    common = {"problems_per_step": 2, "n_samples": 4, "regime": "per_role", "lora": lora, "lr": 5e-2,
+              "eval_every": 1, "eval_problems": 3}
     straight = Trainer(toy_config(tiny_model_dir, tmp_path / "a", steps=3, dump_samples=str(dump_a), **common))
     history_a = straight.train()
 
@@ -156,11 +159,14 @@ def test_cli_smoke_on_plan_path_with_dump_and_plot(tiny_model_dir, tmp_path, cap
     run = tmp_path / "run"
     code = cli.main(["train", "--env", "plan_path_v0", "--model", str(tiny_model_dir), "--steps", "1",
                      "--run-dir", str(run), "--dump-samples", str(run / "samples.jsonl"), "--max-new-tokens", "4",
-                     "--n-samples", "2", "--problems-per-step", "1", "--env-kwargs", "{max_turns: 1}"])
+                     "--n-samples", "2", "--problems-per-step", "1", "--env-kwargs", "{max_turns: 1}",
+                     "--eval-problems", "3"])
     assert code == 0
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(metrics) == 1
-    for key in ("reward/mean", "reward/agent/tool", "reward/agent/planner", "reward/turn/0", "success_rate",
+    for key in ("reward/mean", "reward/agent/tool", "reward/agent/planner", "reward/turn/0", "tree/success_rate",
+                "eval/success_rate", "eval/success_ci_low", "eval/success_ci_high", "eval/return/tool",
+                "eval/return/planner", "eval/n_problems",
                 "groups/degenerate_frac", "kl", "clip_frac", "tokens", "time/generate", "time/env", "time/update"):
         assert key in metrics[0], key
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
@@ -178,3 +184,25 @@ def test_the_env_package_stays_light():
     code = ("import sys, pettingllm_envs, pettingllm_envs.cli; "
             "assert not {'torch', 'transformers', 'trainers'} & set(sys.modules), sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_agents_finishing_at_different_times_are_all_trained(monkeypatch, tiny_model_dir, tmp_path):
+    """A plain PettingZoo env (tests/uneven_env.py) where one agent terminates after its first
+    action: the other agent's later turns are sampled, get advantages and enter the update."""
+    monkeypatch.setitem(ENV_MODULES, "uneven_v0", "uneven_env")
+    dump = tmp_path / "samples.jsonl"
+    trainer = Trainer(TrainConfig(env="uneven_v0", env_kwargs={"laps": 3}, model=str(tiny_model_dir),
+                                  run_dir=str(tmp_path / "run"), steps=1, problems_per_step=2, n_samples=4,
+                                  max_new_tokens=3, lr=1e-2, progress=False, tensorboard=False, eval_every=0,
+                                  dump_samples=str(dump)))
+    before = trainer.policies.snapshot("shared")
+    metrics = trainer.train_step()
+    rows = [json.loads(line) for line in dump.read_text().splitlines()]
+    later = [r for r in rows if r["agent"] == "marathoner" and r["turn"] >= 1]
+    assert {r["turn"] for r in later} == {1, 2}
+    assert len(later) == 2 * 2 * 4  # 2 problems x 2 later turns x 4 branches
+    assert any(r["advantage"] != 0 and not r["degenerate"] for r in later)
+    assert metrics["samples/trained"] >= sum(not r["degenerate"] for r in later) > 0
+    assert "reward/turn/2" in metrics
+    after = trainer.policies.snapshot("shared")
+    assert any(not torch.equal(before[k], after[k]) for k in before)

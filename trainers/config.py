@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import math
+import re
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ Normalize = Literal["mean_std", "mean"]
 Aggregation = Literal["token_mean", "sequence_mean", "dr_grpo"]
 Regime = Literal["shared", "per_role"]
 GenerationBackend = Literal["transformers", "vllm"]
+ImportanceSampling = Literal["auto", "truncated", "none"]
 
 #: Instruction variants of the prompt-conditioned mode (docs/design.md §5): each names a
 #: different *strategy*, so rollouts of one question disagree in approach, not only in tokens.
@@ -71,7 +74,9 @@ class TrainConfig:
     max_new_tokens: int = 24
     """Completion budget per action. Small by default so a CPU smoke run finishes in seconds."""
     max_prompt_tokens: int = 4096
-    """Prompts longer than this keep their last tokens (the env already cuts very long observations)."""
+    """Prompts longer than this lose the middle of their history, never the system message, the
+    chat template's framing or the latest turn (:meth:`trainers.policy.PolicySet.encode_prompt`);
+    such samples carry ``prompt_truncated`` (the env already cuts very long observations)."""
 
     prompt_variants: list[str] = field(default_factory=lambda: list(DEFAULT_PROMPT_VARIANTS))
     """Read only by the prompt-conditioned trainer (``pettingllm train-variants``,
@@ -79,6 +84,18 @@ class TrainConfig:
     question round-robin (rollout i gets variant i mod K) on one shared model. The advantage group
     stays the whole question (all variants together), so the model learns which strategy works.
     An empty list (``--prompt-variants '[]'``) is the temperature-only baseline at the same budget."""
+
+    # -------------------------------------------------------- evaluation
+    eval_every: int = 10
+    """Evaluate the current policy every K steps and after the last step; 0: never. The rollout's
+    own success figure cannot stand in for this: in tree mode it is the best-of-N search's
+    (``tree/success_rate``), which on the same weights can be 100x the policy's."""
+    eval_problems: int = 32
+    """Problems of ``eval_split`` per evaluation: always ids 0 .. K-1, so successive evaluations
+    are comparable. One independent episode each, sampled at ``temperature`` (the policy that is
+    trained, not its greedy mode); ``eval/success_ci_low``/``_high`` give the 95 % Wilson interval."""
+    eval_split: str = "test"
+    """Split the evaluation problems come from: held out from ``split`` (docs/design.md trap 6)."""
 
     # -------------------------------------------------------- advantages
     group_by: GroupBy = "problem_agent_turn"
@@ -166,6 +183,15 @@ class TrainConfig:
     Shared-policy regime only (one engine)."""
     vllm_gpu_memory_utilization: float = 0.3
     """Share of GPU memory the vLLM engine may take; the rest stays for training."""
+    importance_sampling: ImportanceSampling = "auto"
+    """Correction for the generation engine's log-probs differing from the trainer's
+    (:mod:`trainers.importance_sampling`): ``truncated`` weighs every token's policy-gradient
+    term by ``min(exp(logp_trainer - logp_engine), tis_cap)`` (truncated IS, Yao et al. 2025,
+    "Your efficient RL framework secretly brings you off-policy RL training"); ``none`` does
+    not; ``auto`` is ``truncated`` with the vLLM backend (different kernels, often another
+    precision) and ``none`` with ``transformers`` (the same model samples and scores)."""
+    tis_cap: float = 2.0
+    """C of truncated IS: the largest weight a token gets (>= 1; Yao et al. 2025 use 2)."""
 
     # ---------------------------------------------------- run management
     steps: int = 100
@@ -180,6 +206,10 @@ class TrainConfig:
     """Most recent checkpoints kept on disk."""
     resume: bool = False
     """Continue from the latest checkpoint in ``run_dir`` exactly as if never stopped."""
+    overwrite: bool = False
+    """Delete what an earlier run left in ``run_dir`` (and the ``dump_samples`` file) and start
+    again. Without this or ``resume`` a run dir that holds files is refused, so that a second
+    run never silently mixes with or destroys the first."""
     dump_samples: str | None = None
     """JSONL file that receives every training sample (prompt, completion, rewards, advantage)."""
     tensorboard: bool = True
@@ -188,25 +218,22 @@ class TrainConfig:
     """Show a tqdm progress bar."""
 
     def validate(self) -> None:
-        """Raise ``ValueError`` on inconsistent values, early and with the field's name."""
-        for name in ("problems_per_step", "n_samples", "max_new_tokens", "micro_batch_size", "ppo_epochs",
-                     "max_prompt_tokens", "keep_checkpoints"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.steps < 0 or self.checkpoint_every < 0:
-            raise ValueError("steps and checkpoint_every must be >= 0")
-        if self.temperature <= 0:
-            raise ValueError("temperature must be > 0 (the trainer needs sampling, not argmax)")
-        if not (0 <= self.eps_low < 1 and self.eps_high >= 0):
-            raise ValueError("eps_low must be in [0, 1) and eps_high >= 0")
-        for name in ("rollout", "selection", "group_by", "normalize", "aggregation", "regime", "generation_backend"):
-            allowed = typing.get_args(_FIELD_TYPES[name])
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        """Coerce every field to its declared type in place (YAML reads ``1e-6`` as a string,
+        the command line gives strings) and check it against its allowed range, then the
+        combinations of fields. Raises :class:`ConfigError`, one line naming the field, the
+        value and what is allowed."""
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, check_field(f.name, getattr(self, f.name)))
         if self.generation_backend == "vllm" and (self.regime != "shared" or self.policy_map):
-            raise ValueError("generation_backend='vllm' supports the shared regime only (one engine, one policy)")
+            raise ConfigError("generation_backend='vllm' supports the shared regime only (one engine, one policy)")
         if not self.model:
-            raise ValueError("model is required: a local model directory (pettingllm tiny-model DIR) or a hub id")
+            raise ConfigError("model is required: a local model directory (pettingllm tiny-model DIR) or a hub id")
+
+    def uses_truncated_is(self) -> bool:
+        """Whether the update weighs tokens by truncated importance sampling (``importance_sampling``)."""
+        if self.importance_sampling == "auto":
+            return self.generation_backend == "vllm"
+        return self.importance_sampling == "truncated"
 
     def policy_for_roles(self, roles: Sequence[str]) -> dict[str, str]:
         """The role -> policy-name map for an env with these roles."""
@@ -223,51 +250,186 @@ class TrainConfig:
 _FIELD_TYPES: dict[str, Any] = typing.get_type_hints(TrainConfig)
 
 
-def _parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected a boolean, got {text!r}")
+class ConfigError(ValueError):
+    """A config value of the wrong type or outside its range; the message is one line that
+    names the field, the value and what is allowed (the CLI prints it as it is)."""
 
 
-def _parse_mapping(text: str) -> dict[str, Any]:
-    import yaml
+@dataclass(frozen=True)
+class Bound:
+    """An interval for a numeric field: ``low <= value <= high`` (``<`` on an open side).
+    ``math.inf`` as ``high`` with ``high_open=False`` admits infinity (``max_grad_norm: .inf``:
+    no clipping); NaN is never inside."""
 
-    value = yaml.safe_load(text)
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a YAML mapping like '{{rows: 4}}', got {text!r}")
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = True
+
+    def __contains__(self, value: float) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def describe(self, *, integer: bool = False) -> str:
+        if self.high == math.inf:
+            text = f"{'>' if self.low_open else '>='} {self.low:g}"
+            if integer:
+                return text
+            return text + (" and finite" if self.high_open else " (inf allowed)")
+        if self.low == -math.inf:
+            return f"{'<' if self.high_open else '<='} {self.high:g}"
+        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+
+
+_POSITIVE = Bound(0, low_open=True)
+_NON_NEGATIVE = Bound(0)
+_AT_LEAST_ONE = Bound(1)
+_PROBABILITY = Bound(0, 1, low_open=True, high_open=False)
+
+#: The allowed range of every numeric field, with the reason where it is not obvious.
+#: ``tests/test_trainer_config.py`` checks that every int and float field is listed.
+BOUNDS: dict[str, Bound] = {
+    "problems_per_step": _AT_LEAST_ONE,
+    # A group of one sample is degenerate (zero advantage) by definition: n_samples 1 trains nothing.
+    "n_samples": Bound(2),
+    "temperature": _POSITIVE,  # the trainer needs sampling and log-probs at T, not argmax
+    "max_new_tokens": _AT_LEAST_ONE,
+    "max_prompt_tokens": _AT_LEAST_ONE,
+    "eval_every": _NON_NEGATIVE,
+    "eval_problems": _AT_LEAST_ONE,
+    "adv_eps": _NON_NEGATIVE,  # a negative eps can cancel the std and divide by ~0
+    "eps_low": Bound(0, 1),  # the ratio's lower clip 1 - eps_low must stay > 0
+    "eps_high": _NON_NEGATIVE,
+    "kl_coef": _NON_NEGATIVE,  # a negative weight would reward moving away from the reference
+    "lr": Bound(0, 1, low_open=True, high_open=False),
+    "weight_decay": _NON_NEGATIVE,
+    "ppo_epochs": _AT_LEAST_ONE,
+    "micro_batch_size": _AT_LEAST_ONE,
+    # clip_grad_norm_ scales by max_norm / norm: a negative value flips the update into ascent,
+    # 0 zeroes it; infinity disables clipping.
+    "max_grad_norm": Bound(0, math.inf, low_open=True, high_open=False),
+    "lora_r": _AT_LEAST_ONE,
+    "lora_alpha": _AT_LEAST_ONE,
+    "logprob_chunk_size": _NON_NEGATIVE,  # 0: one chunk
+    "vllm_gpu_memory_utilization": _PROBABILITY,
+    "tis_cap": Bound(1),  # a cap below 1 would down-weight every token, on-policy ones included
+    "steps": _NON_NEGATIVE,
+    "seed": _NON_NEGATIVE,
+    "checkpoint_every": _NON_NEGATIVE,
+    "keep_checkpoints": _AT_LEAST_ONE,
+}
+
+#: Floating-point formats the weights may take (``torch.<name>``).
+DTYPES = ("float32", "bfloat16", "float16")
+#: ``auto``, ``cpu``, ``mps``, ``cuda`` or ``cuda:<index>``.
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+#: String fields that must not be empty (``model`` has its own message in ``validate``).
+_NON_EMPTY = ("env", "split", "eval_split", "run_dir", "lora_target_modules")
+
+
+def _fail(name: str, value: Any, allowed: str) -> ConfigError:
+    return ConfigError(f"config field {name!r}: got {value!r} ({type(value).__name__}); allowed: {allowed}")
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+    raise _fail(name, value, "true or false (also yes/no, on/off, 1/0)")
+
+
+def _as_number(name: str, value: Any, tp: type) -> float | int:
+    number: float | int | None = None
+    if isinstance(value, bool):  # bool is an int subclass; `steps: true` is a mistake, not 1
+        number = None
+    elif isinstance(value, int | float):
+        number = value
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            number = int(text) if tp is int else float(text)
+        except ValueError:
+            try:
+                number = float(text)  # "1e3" for an int field
+            except ValueError:
+                number = None
+    if number is None:
+        raise _fail(name, value, "an integer" if tp is int else "a number such as 1e-6")
+    if tp is float:
+        return float(number)
+    if isinstance(number, float) and not number.is_integer():
+        raise _fail(name, value, "an integer")
+    return int(number)
+
+
+def _as_yaml(name: str, value: Any, kind: type) -> Any:
+    """A mapping or list given as YAML text (the command line) is parsed first."""
+    if isinstance(value, str):
+        import yaml
+
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError as error:
+            raise _fail(name, value, f"YAML ({' '.join(str(error).split())})") from None
+        if value is None:
+            value = kind()
+    if not isinstance(value, kind):
+        raise _fail(name, value, "a YAML mapping like '{rows: 4}'" if kind is dict else "a YAML list like '[a, b]'")
     return value
 
 
-def _parse_list(text: str) -> list[str]:
-    import yaml
-
-    value = yaml.safe_load(text)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise argparse.ArgumentTypeError(f"expected a YAML list like '[a, b]', got {text!r}")
-    return [str(v) for v in value]
-
-
-def _converter(tp: Any) -> Any:
-    origin = typing.get_origin(tp)
+def check_field(name: str, value: Any) -> Any:
+    """``value`` coerced to field ``name``'s type and checked against its range (pure);
+    raises :class:`ConfigError` naming the field, the value and what is allowed."""
+    tp = _FIELD_TYPES[name]
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is Literal:
+        if value not in args:
+            raise _fail(name, value, "one of " + ", ".join(args))
+        return value
     if tp is bool:
-        return _parse_bool
-    if origin is list:
-        return _parse_list
-    if tp in (int, float, str):
-        return tp
-    if origin is dict:
-        return _parse_mapping
-    if origin is Literal:
-        return str
-    args = [a for a in typing.get_args(tp) if a is not type(None)]
-    if len(args) == 1:  # Optional[X]
-        return _converter(args[0])
-    raise TypeError(f"no command-line converter for {tp}")
+        return _as_bool(name, value)
+    if tp in (int, float):
+        number = _as_number(name, value, tp)
+        if name not in BOUNDS:
+            raise TypeError(f"numeric field {name!r} has no entry in trainers.config.BOUNDS")
+        bound = BOUNDS[name]
+        if number not in bound:
+            raise _fail(name, value, bound.describe(integer=tp is int))
+        return number
+    if tp is str:
+        if not isinstance(value, str):
+            raise _fail(name, value, "a string")
+        if name in _NON_EMPTY and not value.strip():
+            raise _fail(name, value, "a non-empty string")
+        if name == "dtype" and value not in DTYPES:
+            raise _fail(name, value, "one of " + ", ".join(DTYPES))
+        if name == "device" and not _DEVICE.fullmatch(value):
+            raise _fail(name, value, "auto, cpu, mps, cuda or cuda:<index>")
+        return value
+    if tp == str | None:
+        if value is not None and not (isinstance(value, str) and value.strip()):
+            raise _fail(name, value, "a file path or null")
+        return value
+    if typing.get_origin(tp) is dict:
+        mapping = _as_yaml(name, value, dict)
+        if not all(isinstance(k, str) for k in mapping):
+            raise _fail(name, value, "a mapping with string keys")
+        if args[1] is str and not all(isinstance(v, str) and v for v in mapping.values()):
+            raise _fail(name, value, "a mapping of strings to non-empty strings")
+        return mapping
+    if typing.get_origin(tp) is list:
+        items = _as_yaml(name, value, list)
+        if not all(isinstance(v, str) and v.strip() for v in items):
+            raise _fail(name, value, "a list of non-empty strings")
+        return items
+    raise TypeError(f"no check for field {name!r} of type {tp}")
 
 
 def field_docs() -> dict[str, str]:
@@ -284,35 +446,58 @@ def field_docs() -> dict[str, str]:
     return docs
 
 
-def build_parser(prog: str = "pettingllm train") -> argparse.ArgumentParser:
-    """``--config FILE.yaml`` plus one ``--field-name VALUE`` option per config field."""
-    parser = argparse.ArgumentParser(prog=prog, description="Train LLM policies on an env with AT-GRPO.",
-                                     argument_default=argparse.SUPPRESS)
-    parser.add_argument("--config", help="YAML file with config fields; command-line options override it")
+def build_parser(prog: str = "pettingllm train",
+                 description: str = "Train LLM policies on an env with AT-GRPO.") -> argparse.ArgumentParser:
+    """``--config FILE.yaml`` plus one ``--field-name VALUE`` option per config field. Values stay
+    strings here; :meth:`TrainConfig.validate` coerces and checks them, so the command line and
+    YAML share one set of rules and one kind of error (:class:`ConfigError`)."""
+    from pettingllm_envs.cli.errors import ArgumentParser  # one-line errors, plain-text help
+
+    parser = ArgumentParser(prog=prog, description=description, argument_default=argparse.SUPPRESS)
+    parser.add_argument("--config", help="YAML file with config fields; command-line options override it "
+                                         "(default: none, the defaults below)")
     docs = field_docs()
     for f in dataclasses.fields(TrainConfig):
         tp = _FIELD_TYPES[f.name]
-        kwargs: dict[str, Any] = {"type": _converter(tp), "help": docs.get(f.name, ""), "dest": f.name}
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        help_text = f"{docs.get(f.name, '')} (default: {default!r})".replace("%", "%%")  # argparse %-formats help
+        kwargs: dict[str, Any] = {"help": help_text, "dest": f.name}
         if typing.get_origin(tp) is Literal:
-            kwargs["choices"] = typing.get_args(tp)
+            kwargs["metavar"] = "{" + ",".join(typing.get_args(tp)) + "}"
         if tp is bool:
             kwargs.update(nargs="?", const=True, metavar="BOOL")  # `--resume` alone means true
         parser.add_argument("--" + f.name.replace("_", "-"), **kwargs)
     return parser
 
 
-def load_config(argv: Sequence[str] | None = None, *, base: dict[str, Any] | None = None) -> TrainConfig:
-    """Defaults < ``base`` < ``--config`` YAML < command-line options; validated."""
-    args = vars(build_parser().parse_args(list(argv or [])))
+def load_config(argv: Sequence[str] | None = None, *, base: dict[str, Any] | None = None,
+                prog: str = "pettingllm train", description: str = "Train LLM policies on an env with AT-GRPO.",
+                ) -> TrainConfig:
+    """Defaults < ``base`` < ``--config`` YAML < command-line options; validated. ``prog`` and
+    ``description`` name the command in ``--help`` and errors."""
+    args = vars(build_parser(prog, description).parse_args(list(argv or [])))
     values: dict[str, Any] = dict(base or {})
     config_file = args.pop("config", None)
     if config_file:
         import yaml
 
-        loaded = yaml.safe_load(Path(config_file).read_text()) or {}
+        if not Path(config_file).is_file():
+            raise ConfigError(f"--config {config_file}: no such file")
+        try:
+            loaded = yaml.safe_load(Path(config_file).read_text()) or {}
+        except yaml.YAMLError as error:
+            raise ConfigError(f"--config {config_file} is not valid YAML: {' '.join(str(error).split())}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{config_file} must hold a YAML mapping of config fields, got {type(loaded).__name__}")
         unknown = set(loaded) - {f.name for f in dataclasses.fields(TrainConfig)}
         if unknown:
-            raise ValueError(f"unknown config keys in {config_file}: {sorted(unknown)}")
+            import difflib
+
+            close = {k: difflib.get_close_matches(k, [f.name for f in dataclasses.fields(TrainConfig)], n=1)
+                     for k in sorted(unknown)}
+            hints = "".join(f"; {k!r}: did you mean {m[0]!r}?" for k, m in close.items() if m)
+            raise ConfigError(f"unknown config keys in {config_file}: {sorted(unknown)}{hints} "
+                              "(pettingllm train --help lists the fields)")
         values.update(loaded)
     values.update(args)
     config = TrainConfig(**values)

@@ -67,9 +67,12 @@ def ppo_clip_loss(
     max_len: int,
     ref_logp: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    token_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
     """PPO-clip surrogate per token, ``-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)`` with
     ``r = exp(logp - old_logp)`` and the sequence's advantage ``A`` on each of its tokens,
+    multiplied by ``token_weights`` when given (constant ``[B, T]`` importance weights, e.g.
+    :func:`trainers.importance_sampling.truncated_is_weights`; the KL term is not weighted),
     plus ``kl_coef * k3`` when a reference is given; aggregated as :func:`aggregate`."""
     mask = mask.to(logp.dtype)
     ratio = torch.exp(logp - old_logp)
@@ -77,6 +80,8 @@ def ppo_clip_loss(
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv
     per_token = -torch.minimum(unclipped, clipped)
+    if token_weights is not None:
+        per_token = per_token * token_weights.detach().to(logp.dtype)
     kl_sum = 0.0
     if ref_logp is not None and kl_coef > 0:
         kl = k3_kl(logp, ref_logp)

@@ -13,7 +13,9 @@ from typing import Any
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reward", ("reward/mean", "reward/agent/")),
     ("reward per turn", ("reward/turn/",)),
-    ("success rate", ("success_rate",)),
+    # The tree's rate is the best-of-N search's, not the policy's: drawn with, never as, eval/success_rate.
+    ("success rate", ("eval/success_rate", "eval/success_ci_low", "eval/success_ci_high", "tree/success_rate",
+                      "rollout/success_rate")),
     ("degenerate groups", ("groups/degenerate_frac",)),
     ("PPO: clip fraction and KL", ("clip_frac", "kl")),
     ("seconds per step", ("time/generate", "time/env", "time/update")),

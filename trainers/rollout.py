@@ -25,8 +25,11 @@ How each trap of the reference implementation is avoided, by construction:
 
 Everything here goes through the PettingZoo AEC API (``agent_selection``, ``step``,
 ``rewards``, ``infos``, ``terminations``/``truncations``) plus ``deepcopy``, so any AEC env
-that deep-copies can be trained. The sampler is any callable (the trainer passes the LLM
-policies); this module does not import torch.
+that deep-copies can be trained. Agents may finish at different times: as PettingZoo's
+``agent_iter`` protocol requires, an agent that is done when selected is stepped with
+``None`` (no sample) and the episode goes on while any agent is live (:func:`advance_dead`).
+The sampler is any callable (the trainer passes the LLM policies); this module does not
+import torch.
 """
 
 from __future__ import annotations
@@ -92,18 +95,46 @@ class RolloutResult:
     samples: list[Sample] = field(default_factory=list)
     successes: list[bool] = field(default_factory=list)
     """One per finished episode (per problem in tree mode, per problem x branch otherwise)."""
+    returns: list[dict[str, float]] = field(default_factory=list)
+    """Independent mode: every episode's return per role (the sum of the rewards PettingZoo's
+    ``last()`` reports to it), in the order of ``successes``."""
+    success_metric: str = "rollout/success_rate"
+    """The name the success rate of ``successes`` is logged under. Tree rollouts use
+    ``tree/success_rate``: their episodes follow the best of N branches at every step, so it
+    measures the best-of-N search, not the policy."""
     seconds_generate: float = 0.0
     seconds_env: float = 0.0
     seconds_tree: float = 0.0
     """Of ``seconds_env``: the tree's own work (deep copies and branch selection)."""
 
 
-def episode_over(env: AECEnv) -> bool:
-    """True when the agent to move is terminated or truncated (or nobody is left)."""
-    if not env.agents:
-        return True
-    agent = env.agent_selection
+def agent_done(env: AECEnv, agent: str) -> bool:
     return bool(env.terminations[agent] or env.truncations[agent])
+
+
+def episode_over(env: AECEnv) -> bool:
+    """True when no agent is live: everyone left, or every remaining agent is terminated or
+    truncated. The dead steps that would only remove those agents are not taken, so the final
+    ``infos`` (the success flag) stay readable."""
+    return all(agent_done(env, agent) for agent in env.agents)
+
+
+def credit(env: AECEnv, agent: str, returns: dict[str, float] | None) -> None:
+    """Add to ``returns[agent]`` what ``env.last()`` reports to ``agent`` now: its reward
+    accumulated since its previous turn (PettingZoo's ``_cumulative_rewards``). Called at
+    each of the agent's turns and once at the end, the sums are the AEC episode returns."""
+    if returns is not None:
+        returns[agent] = returns.get(agent, 0.0) + float(env._cumulative_rewards[agent])
+
+
+def advance_dead(env: AECEnv, returns: dict[str, float] | None = None) -> None:
+    """Step ``None`` for every done agent selected before the next live one (the AEC protocol:
+    a terminated or truncated agent still gets its turn, with the action ``None``, which
+    removes it). Afterwards ``agent_selection`` is live, unless the episode is over. With
+    ``returns``, the removed agents' last rewards are credited first."""
+    while not episode_over(env) and agent_done(env, env.agent_selection):
+        credit(env, env.agent_selection, returns)
+        env.step(None)
 
 
 def agent_prompt(env: AECEnv, agent: str) -> Messages:
@@ -166,6 +197,8 @@ def tree_rollout(
     states = {p: _reset(env_fn, p, split) for p in problems}
     counters = {p: Counter() for p in problems}
     for _ in range(max_steps + 1):
+        for state in states.values():
+            advance_dead(state)
         active = [p for p in problems if not episode_over(states[p])]
         if not active:
             break
@@ -203,6 +236,7 @@ def tree_rollout(
     else:
         raise RuntimeError(f"episodes did not end within max_steps={max_steps} agent steps")
     result.successes = [episode_success(states[p]) for p in problems]
+    result.success_metric = "tree/success_rate"
     return result
 
 
@@ -221,7 +255,10 @@ def independent_rollout(
     keys = [(p, i) for p in problems for i in range(n)]
     envs = {key: _reset(env_fn, key[0], split) for key in keys}
     counters = {key: Counter() for key in keys}
+    returns: dict[tuple[int, int], dict[str, float]] = {key: {} for key in keys}
     for _ in range(max_steps + 1):
+        for key, env in envs.items():
+            advance_dead(env, returns[key])
         active = [key for key in keys if not episode_over(envs[key])]
         if not active:
             break
@@ -236,6 +273,7 @@ def independent_rollout(
             result.seconds_generate += time.perf_counter() - start
             start = time.perf_counter()
             for key, messages, turn, (completion,) in zip(group_keys, prompts, turns, completions, strict=True):
+                credit(envs[key], agent, returns[key])
                 envs[key].step(completion.text)
                 counters[key][agent] += 1
                 reward, reward_global, reward_local = acting_reward(envs[key], agent)
@@ -244,5 +282,9 @@ def independent_rollout(
             result.seconds_env += time.perf_counter() - start
     else:
         raise RuntimeError(f"episodes did not end within max_steps={max_steps} agent steps")
+    for key, env in envs.items():  # rewards still pending for the agents left at the end
+        for agent in env.agents:
+            credit(env, agent, returns[key])
     result.successes = [episode_success(envs[key]) for key in keys]
+    result.returns = [returns[key] for key in keys]
     return result

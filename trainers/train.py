@@ -19,7 +19,8 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -28,11 +29,15 @@ import numpy as np
 import torch
 
 import pettingllm_envs
+from pettingllm_envs.cli.checks import check_env_config, check_model
 from trainers.advantages import group_advantages, group_key
-from trainers.config import TrainConfig, load_config
+from trainers.config import ConfigError, TrainConfig, load_config
+from trainers.evaluation import evaluation_metrics
+from trainers.importance_sampling import padded_engine_logprobs, truncated_is_weights
 from trainers.loss import ppo_clip_loss
 from trainers.policy import Generation, PolicySet
 from trainers.rollout import Messages, RolloutResult, Sample, independent_rollout, tree_rollout
+from trainers.seeding import RequestSeeds, derive_seed
 
 CHECKPOINTS = "checkpoints"
 METRICS = "metrics.jsonl"
@@ -61,6 +66,19 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+@contextmanager
+def isolated_rng(seed: int) -> Iterator[None]:
+    """Run the block with every global RNG seeded by ``seed``, then put the previous states
+    back: an evaluation draws its own reproducible samples and leaves the training stream as
+    if it had not run (so a run that evaluates resumes like one that does not)."""
+    saved = rng_state()
+    try:
+        seed_everything(seed)
+        yield
+    finally:
+        set_rng_state(saved)
+
+
 def truncate_jsonl(path: Path, last_step: int) -> None:
     """Drop lines logged after ``last_step`` (a crash after the last checkpoint), atomically."""
     if not path.exists():
@@ -72,10 +90,47 @@ def truncate_jsonl(path: Path, last_step: int) -> None:
     os.replace(tmp, path)
 
 
-def reward_metrics(samples: Sequence[Sample], successes: Sequence[bool]) -> dict[str, float]:
-    """Mean reward overall, per agent and per turn, and the success rate (pure)."""
+def check_run_dir(run_dir: Path, config: TrainConfig) -> None:
+    """Refuse to start a new run over an earlier one: a ``run_dir`` that holds files, or a
+    ``dump_samples`` file that exists, needs ``resume`` (continue it) or ``overwrite`` (replace
+    it). Without this a second run deleted the first one's metrics and samples but kept its
+    checkpoints and plots, which then no longer matched."""
+    if config.resume and config.overwrite:
+        raise ConfigError("resume and overwrite contradict each other: --resume continues the run in run_dir, "
+                          "--overwrite deletes it")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"run_dir {str(run_dir)!r} is a file, not a directory")
+    if config.resume or config.overwrite:
+        return
+    held = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
+    if held:
+        shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
+        raise ConfigError(f"run_dir {str(run_dir)!r} already holds a run ({shown}): pass --resume to continue it, "
+                          "--overwrite to delete it and start again, or choose another --run-dir")
+    if config.dump_samples and Path(config.dump_samples).exists():
+        raise ConfigError(f"dump_samples {config.dump_samples!r} already exists: pass --overwrite to replace it "
+                          "or choose another file")
+
+
+def clear_run(run_dir: Path, dump_samples: str | None) -> None:
+    """Delete everything an earlier run left in ``run_dir`` and its samples file (``overwrite``)."""
+    if run_dir.is_dir():
+        for entry in run_dir.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    if dump_samples:
+        Path(dump_samples).unlink(missing_ok=True)
+
+
+def reward_metrics(samples: Sequence[Sample], successes: Sequence[bool],
+                   success_metric: str = "rollout/success_rate") -> dict[str, float]:
+    """Mean reward overall, per agent and per turn, and the rollout's success rate under
+    ``success_metric`` (``tree/success_rate`` for tree rollouts: the best-of-N search's, not
+    the policy's; ``eval/success_rate`` is the policy's) (pure)."""
     metrics = {"reward/mean": statistics.fmean(s.reward for s in samples) if samples else 0.0,
-               "success_rate": statistics.fmean(successes) if successes else 0.0}
+               success_metric: statistics.fmean(successes) if successes else 0.0}
     by_agent: dict[str, list[float]] = defaultdict(list)
     by_turn: dict[int, list[float]] = defaultdict(list)
     for s in samples:
@@ -86,6 +141,14 @@ def reward_metrics(samples: Sequence[Sample], successes: Sequence[bool]) -> dict
     return metrics
 
 
+def progress_success(metrics: dict[str, float]) -> dict[str, str]:
+    """The success figures of a step for a progress line, each under its own name so that the
+    tree's best-of-N rate is never read as the policy's."""
+    names = {"tree/success_rate": "tree_success", "rollout/success_rate": "rollout_success",
+             "eval/success_rate": "eval_success"}
+    return {short: f"{metrics[key]:.3f}" for key, short in names.items() if key in metrics}
+
+
 class Trainer:
     """One training run (see the module docstring)."""
 
@@ -93,7 +156,7 @@ class Trainer:
         config.validate()
         self.config = config
         self.run_dir = Path(config.run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        check_run_dir(self.run_dir, config)  # before any work; the dir itself is made once setup succeeded
         probe = self.make_env()
         self.roles = list(probe.possible_agents)
         probe.close()
@@ -108,18 +171,27 @@ class Trainer:
             truncate_jsonl(self.run_dir / METRICS, self.step)
             if config.dump_samples:
                 truncate_jsonl(Path(config.dump_samples), self.step)
-        elif not config.resume:
-            for stale in (self.run_dir / METRICS, Path(config.dump_samples) if config.dump_samples else None):
-                if stale is not None and stale.exists():
-                    stale.unlink()
+        elif config.overwrite:
+            clear_run(self.run_dir, config.dump_samples)
+        elif config.resume:  # nothing checkpointed yet: start at step 0, dropping what an earlier start logged
+            for logged in (self.run_dir / METRICS, Path(config.dump_samples) if config.dump_samples else None):
+                if logged is not None:
+                    truncate_jsonl(logged, 0)
+        self.request_seeds = RequestSeeds(config.seed)
+        if checkpoint is not None:
+            self.request_seeds.load_state_dict(json.loads((checkpoint / "state.json").read_text())["request_seeds"])
         self.generator = None
         if config.generation_backend == "vllm":
-            from trainers.vllm_backend import VLLMGenerator
+            from trainers.vllm_backend import VLLMGenerator, engine_init_path, needs_initial_sync
 
-            self.generator = VLLMGenerator(str(checkpoint / "policies" / "shared") if checkpoint else config.model,
+            self.generator = VLLMGenerator(engine_init_path(config.model, checkpoint, lora=config.lora),
                                            temperature=config.temperature, max_new_tokens=config.max_new_tokens,
-                                           seed=config.seed, dtype=config.dtype,
+                                           stop_token_ids=self.policies.eos_ids, seed=config.seed, dtype=config.dtype,
                                            gpu_memory_utilization=config.vllm_gpu_memory_utilization)
+            if needs_initial_sync(checkpoint, lora=config.lora):
+                with self.policies.active("shared") as model:
+                    self.generator.sync_weights(model)  # the checkpoint's adapters, merged into the base
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2))
         self.tensorboard = self._tensorboard()
 
@@ -142,7 +214,7 @@ class Trainer:
         encodings = [self.policies.encode_prompt(messages) for messages in prompts]
         ids = [encoding.ids for encoding in encodings]
         if self.generator is not None:
-            flat = self.generator.generate(ids, n)
+            flat = self.generator.generate(ids, n, self.request_seeds.next_call(len(ids), n))
         else:
             flat = self.policies.generate(self.policies.role_to_policy[agent], ids, n)
         groups = [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
@@ -155,12 +227,29 @@ class Trainer:
     def rollout(self, step: int) -> RolloutResult:
         cfg = self.config
         problems = [step * cfg.problems_per_step + j for j in range(cfg.problems_per_step)]
+        self.request_seeds.begin("train", step)
         if cfg.rollout == "tree":
             # A per-step RNG for random selection: independent of everything else, so resume is exact.
             rng = random.Random(cfg.seed * 1_000_003 + step)
             return tree_rollout(self.make_env, problems, cfg.n_samples, self.sampler, split=cfg.split,
                                 selection=cfg.selection, rng=rng)
         return independent_rollout(self.make_env, problems, cfg.n_samples, self.sampler, split=cfg.split)
+
+    def evaluate(self) -> dict[str, float]:
+        """The current policy on ``eval_problems`` held-out problems (:mod:`trainers.evaluation`):
+        one independent episode each, sampled at the training temperature, in an RNG stream of
+        its own (seeded by the run's seed and step), so evaluating changes nothing else."""
+        cfg = self.config
+        self.request_seeds.begin("eval", self.step)
+        with isolated_rng(derive_seed(cfg.seed, "eval", self.step)), torch.no_grad():
+            result = independent_rollout(self.make_env, list(range(cfg.eval_problems)), 1, self.sampler,
+                                         split=cfg.eval_split)
+        return evaluation_metrics(result.successes, result.returns, self.roles)
+
+    def should_evaluate(self, step: int) -> bool:
+        """After step ``step`` (1-based): every ``eval_every`` steps and after the last one."""
+        every = self.config.eval_every
+        return every > 0 and (step % every == 0 or step == self.config.steps)
 
     def train_step(self) -> dict[str, float]:
         """Rollout, advantages, one update per policy; returns this step's metrics."""
@@ -180,7 +269,7 @@ class Trainer:
         self.step += 1
 
         metrics: dict[str, float] = {"step": self.step}
-        metrics.update(reward_metrics(samples, result.successes))
+        metrics.update(reward_metrics(samples, result.successes, result.success_metric))
         trained_tokens = sum(u["tokens"] for u in update_stats)
         metrics.update({
             "groups/count": stats.groups,
@@ -196,8 +285,16 @@ class Trainer:
             "time/tree": result.seconds_tree,
             "time/update": seconds_update,
         })
+        weighted_tokens = sum(u["is_tokens"] for u in update_stats)
+        if cfg.uses_truncated_is() and weighted_tokens:
+            metrics["tis/weight_mean"] = sum(u["is_weight_sum"] for u in update_stats) / weighted_tokens
+            metrics["tis/clip_frac"] = sum(u["is_truncated"] for u in update_stats) / weighted_tokens
         for name, u in zip(self.policies.names, update_stats, strict=True):
             metrics[f"grad_norm/{name}"] = u["grad_norm"]
+        if self.should_evaluate(self.step):
+            eval_start = time.perf_counter()
+            metrics.update(self.evaluate())
+            metrics["time/eval"] = time.perf_counter() - eval_start
         metrics["time/step"] = time.perf_counter() - start
         self.log(metrics, samples)
         return metrics
@@ -212,13 +309,15 @@ class Trainer:
         use_kl = cfg.kl_coef > 0
         batch = [s for s in samples if self.policies.role_to_policy[s.agent] == name
                  and not (cfg.drop_degenerate and s.degenerate and not use_kl)]
-        out = {"tokens": 0.0, "clipped": 0.0, "kl_sum": 0.0, "loss": 0.0, "grad_norm": 0.0, "samples": len(batch)}
+        out = {"tokens": 0.0, "clipped": 0.0, "kl_sum": 0.0, "loss": 0.0, "grad_norm": 0.0, "samples": len(batch),
+               "is_weight_sum": 0.0, "is_truncated": 0.0, "is_tokens": 0.0}
         if not batch:
             return out
         total_tokens = float(sum(len(s.completion.completion_ids) for s in batch))
         params = self.policies.parameters(name)
         optimizer = self.policies.optimizers[name]
         old_logp: dict[int, torch.Tensor] = {}
+        is_weights: dict[int, torch.Tensor | None] = {}
         for epoch in range(cfg.ppo_epochs):
             optimizer.zero_grad(set_to_none=True)
             for i in range(0, len(batch), cfg.micro_batch_size):
@@ -238,12 +337,22 @@ class Trainer:
                     # kernels with vLLM); logp.detach() is the same value without the rounding,
                     # and later epochs' ratios are taken against it.
                     old_logp[i] = logp.detach()
+                    is_weights[i] = None
+                    if cfg.uses_truncated_is():
+                        # The tokens came from the engine's distribution, the ratio's "old" policy is
+                        # the trainer's: weigh each token by min(pi_old / pi_engine, C), fixed for all epochs.
+                        engine = padded_engine_logprobs([s.completion.logprobs for s in micro], logp.shape[1],
+                                                        logp.device)
+                        is_weights[i], is_stats = truncated_is_weights(old_logp[i], engine, mask, cap=cfg.tis_cap)
+                        out["is_weight_sum"] += is_stats.weight_sum
+                        out["is_truncated"] += is_stats.truncated_tokens
+                        out["is_tokens"] += is_stats.tokens
                 old = old_logp[i]
                 advantages = torch.tensor([s.advantage for s in micro], device=logp.device)
                 loss, stats = ppo_clip_loss(
                     logp, old, advantages, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
                     aggregation=cfg.aggregation, total_tokens=total_tokens, total_sequences=float(len(batch)),
-                    max_len=cfg.max_new_tokens, ref_logp=ref_logp, kl_coef=cfg.kl_coef)
+                    max_len=cfg.max_new_tokens, ref_logp=ref_logp, kl_coef=cfg.kl_coef, token_weights=is_weights[i])
                 loss.backward()
                 out["loss"] += float(loss.detach()) / cfg.ppo_epochs
                 out["tokens"] += stats.tokens
@@ -301,7 +410,8 @@ class Trainer:
         self.policies.save(tmp / "policies")
         torch.save(self.policies.optimizer_state(), tmp / "optimizer.pt")
         torch.save(rng_state(), tmp / "rng.pt")
-        (tmp / "state.json").write_text(json.dumps({"step": self.step, "config": asdict(self.config)}, indent=2))
+        (tmp / "state.json").write_text(json.dumps({"step": self.step, "request_seeds": self.request_seeds.state_dict(),
+                                                    "config": asdict(self.config)}, indent=2))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         pointer_tmp = root / "latest.tmp"
@@ -327,9 +437,17 @@ class Trainer:
             history.append(metrics)
             if on_step is not None:
                 on_step(metrics)
+            if metrics["groups/degenerate_frac"] == 1.0 and metrics["samples/trained"] == 0:
+                # Equal rewards in every group: zero advantages, so the update changed nothing.
+                note = (f"step {self.step}: all {int(metrics['groups/count'])} groups degenerate: "
+                        "no gradient this step")
+                if bar is not None:
+                    bar.write(note, file=sys.stderr)
+                else:
+                    print(note, file=sys.stderr)
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", success=f"{metrics['success_rate']:.2f}")
+                bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", **progress_success(metrics))
             if (cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0) or self.step == cfg.steps:
                 self.save_checkpoint()
         if bar is not None:
@@ -347,12 +465,15 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``pettingllm train [--config FILE.yaml] [--field VALUE ...]``."""
     config = load_config(argv)
+    check_env_config(config.env, config.env_kwargs)
+    check_model(config.model)
     trainer = Trainer(config)
     print(f"[train] env={config.env} roles={trainer.roles} {trainer.policies.describe()} "
           f"run_dir={trainer.run_dir} from step {trainer.step}", file=sys.stderr)
     history = trainer.train()
     if history:
         last = history[-1]
-        print(f"[train] step {last['step']}: reward/mean={last['reward/mean']:.4f} "
-              f"success_rate={last['success_rate']:.3f} metrics in {trainer.run_dir / METRICS}", file=sys.stderr)
+        success = " ".join(f"{k}={v}" for k, v in progress_success(last).items())
+        print(f"[train] step {last['step']}: reward/mean={last['reward/mean']:.4f} {success} "
+              f"metrics in {trainer.run_dir / METRICS}", file=sys.stderr)
     return 0

@@ -6,9 +6,23 @@ processes. The engine samples; the trainer keeps the model it optimises. After e
 optimizer step :meth:`VLLMGenerator.sync_weights` loads the trainer model's current
 weights (LoRA adapters merged) into the engine, so the next rollout is on-policy.
 
-vLLM computes log-probabilities with its own kernels, which differ from the trainer's in
-the last bits (and, depending on the version, before temperature scaling), so the
-trainer recomputes the "old" log-probs with its own model when this backend is used.
+vLLM computes log-probabilities with its own kernels, which differ from the trainer's (in
+the last bits, more in another precision), so the trainer recomputes the "old" log-probs
+with its own model and, by default, corrects for the gap with truncated importance sampling
+(:mod:`trainers.importance_sampling`); the engine is asked for log-probs after temperature
+scaling (``logprobs_mode="processed_logprobs"`` where the vLLM version has it), the
+distribution the tokens were drawn from.
+
+Seeds: every (call, prompt, sample) is its own request with its own seed
+(:class:`trainers.seeding.RequestSeeds`), so no two branches or calls share a random stream
+and a resumed run draws exactly what an uninterrupted one would. Generation stops on every
+id in ``stop_token_ids`` (the union of the tokenizer's eos and the generation config's eos
+ids that the trainer's :class:`~trainers.policy.PolicySet` stops on), so both backends end a
+completion at the same tokens.
+
+LoRA: a checkpoint of a LoRA run holds adapters only, which vLLM cannot load as a model, so
+the engine starts from the base model and the trainer pushes the merged weights before the
+first rollout (:func:`engine_init_path`).
 
 Needs ``pip install vllm`` and a CUDA GPU; :func:`vllm_available` says whether both are
 here. Nothing else in the project imports vLLM.
@@ -16,8 +30,10 @@ here. Nothing else in the project imports vLLM.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,6 +46,45 @@ def vllm_available() -> bool:
     return importlib.util.find_spec("vllm") is not None and torch.cuda.is_available()
 
 
+def engine_init_path(model: str, checkpoint: Path | None, *, lora: bool) -> str:
+    """The directory the engine loads at start: the shared policy of a full fine-tuning
+    checkpoint (a complete model), else the base ``model``. Under LoRA a checkpoint's policy
+    directory holds adapters only, so the engine loads the base and the trainer then pushes
+    the merged weights (:func:`needs_initial_sync`)."""
+    if checkpoint is None or lora:
+        return model
+    return str(checkpoint / "policies" / "shared")
+
+
+def needs_initial_sync(checkpoint: Path | None, *, lora: bool) -> bool:
+    """True when the engine's initial weights are not the trainer's: a resumed LoRA run."""
+    return checkpoint is not None and lora
+
+
+def sampling_requests(
+    prompts: Sequence[Sequence[int]], n: int, seeds: Sequence[int]
+) -> list[tuple[list[int], int]]:
+    """One ``(prompt ids, seed)`` request per completion, prompt-major (prompt 0's ``n`` first),
+    as ``PolicySet.generate`` orders its output; ``seeds`` has one seed per request."""
+    if len(seeds) != len(prompts) * n:
+        raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts x {n} samples")
+    return [(list(prompt), seeds[p * n + i]) for p, prompt in enumerate(prompts) for i in range(n)]
+
+
+def sampling_kwargs(*, temperature: float, max_new_tokens: int, stop_token_ids: Sequence[int],
+                    seed: int) -> dict[str, Any]:
+    """``SamplingParams`` of one request: one completion, its own seed, the sampled token's
+    log-prob, and a stop on every end-of-turn id."""
+    return {"n": 1, "temperature": temperature, "max_tokens": max_new_tokens, "logprobs": 0, "seed": seed,
+            "stop_token_ids": sorted(set(stop_token_ids))}
+
+
+def _engine_arguments() -> set[str]:
+    from vllm.engine.arg_utils import EngineArgs
+
+    return {f.name for f in dataclasses.fields(EngineArgs)}
+
+
 class VLLMGenerator:
     """Samples ``n`` completions per prompt with vLLM; same output as ``PolicySet.generate``."""
 
@@ -39,6 +94,7 @@ class VLLMGenerator:
         *,
         temperature: float,
         max_new_tokens: int,
+        stop_token_ids: Sequence[int],
         seed: int = 0,
         gpu_memory_utilization: float = 0.3,
         dtype: str = "bfloat16",
@@ -50,25 +106,32 @@ class VLLMGenerator:
         self._sampling_params = SamplingParams
         self.temperature = temperature
         self.max_new_tokens = max_new_tokens
-        self.seed = seed
-        self.calls = 0
+        self.stop_token_ids = list(stop_token_ids)
+        extra: dict[str, Any] = {}
+        if "logprobs_mode" in _engine_arguments():  # vLLM >= 0.10.2; older engines return processed log-probs
+            extra["logprobs_mode"] = "processed_logprobs"
         self.llm = LLM(model=model_path, dtype=dtype, seed=seed, gpu_memory_utilization=gpu_memory_utilization,
-                       enable_prefix_caching=True)
+                       enable_prefix_caching=True, **extra)
 
-    def generate(self, prompts: Sequence[Sequence[int]], n: int) -> list[Generation]:
+    def generate(self, prompts: Sequence[Sequence[int]], n: int, seeds: Sequence[int]) -> list[Generation]:
         """``n`` completions of every prompt in one engine call (prompt-major order, like
-        ``PolicySet.generate``); log-probs are the engine's, see the module docstring."""
-        self.calls += 1
-        params = self._sampling_params(n=n, temperature=self.temperature, max_tokens=self.max_new_tokens,
-                                       logprobs=0, seed=self.seed + self.calls)
-        outputs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=False)
+        ``PolicySet.generate``), each its own request with its seed from ``seeds``
+        (:func:`sampling_requests`; the prefix cache still computes a shared prompt once).
+        Log-probs are the engine's, see the module docstring."""
+        requests = sampling_requests(prompts, n, seeds)
+        params = [self._sampling_params(**sampling_kwargs(
+            temperature=self.temperature, max_new_tokens=self.max_new_tokens, stop_token_ids=self.stop_token_ids,
+            seed=seed)) for _, seed in requests]
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids, _ in requests], params, use_tqdm=False)
         generations = []
-        for prompt, output in zip(prompts, outputs, strict=True):
-            for completion in output.outputs:
-                ids = list(completion.token_ids)
-                steps = completion.logprobs or []
-                logprobs = [float(step[token].logprob) for step, token in zip(steps, ids, strict=False)]
-                generations.append(Generation(list(prompt), ids, logprobs, completion.text))
+        for (prompt, _), output in zip(requests, outputs, strict=True):
+            (completion,) = output.outputs
+            ids = list(completion.token_ids)
+            steps = completion.logprobs or []
+            if len(steps) != len(ids):
+                raise RuntimeError(f"vLLM returned {len(steps)} log-probs for {len(ids)} tokens")
+            logprobs = [float(step[token].logprob) for step, token in zip(steps, ids, strict=True)]
+            generations.append(Generation(prompt, ids, logprobs, completion.text))
         return generations
 
     def _engine_model(self) -> Any:

@@ -21,7 +21,15 @@ from typing import Any
 
 from pettingzoo import AECEnv
 
-from trainers.rollout import Completion, Messages, acting_reward, agent_prompt, episode_over, episode_success
+from trainers.rollout import (
+    Completion,
+    Messages,
+    acting_reward,
+    advance_dead,
+    agent_prompt,
+    episode_over,
+    episode_success,
+)
 
 Key = tuple[int, int]
 """(question, rollout)."""
@@ -96,6 +104,7 @@ def hierarchical_rollout(
     for _ in range(max_steps + 1):
         by_agent: dict[str, list[Key]] = defaultdict(list)
         for key in keys:
+            advance_dead(envs[key])  # the AEC protocol: a done agent's turn is a None step
             if not episode_over(envs[key]):
                 by_agent[envs[key].agent_selection].append(key)
         if not by_agent:
