@@ -109,3 +109,45 @@ def test_deepcopy_is_cheaper_than_rebuilding_and_keeps_rng_streams_apart():
     assert clone.np_random is not env.np_random
     assert np.array_equal(clone.np_random.integers(0, 100, 5), env.np_random.integers(0, 100, 5))
     assert clone._action_spaces is env._action_spaces
+
+
+@pytest.mark.parametrize("env_id", ["plan_path_v0", "sudoku_v0", "math_v0", "tictactoe_v0"])
+def test_every_role_is_paid_the_change_of_the_team_state(env_id):
+    """The team part of each step's reward is alpha * (G after - G before), paid to every role
+    (not only the actor), so each role's episode return is alpha * (G_final - G_start) plus its
+    own local rewards: stalling in a partly solved state earns nothing."""
+    from pettingllm_envs.episodes import play_episode
+    from pettingllm_envs.policies import scripted_policy
+
+    alpha = 0.7
+    env = pettingllm_envs.make(env_id, alpha=alpha)
+    env.reset(seed=1)
+    base = env.unwrapped
+    start = {a: base.team_state(a) for a in base.possible_agents}
+    episode = play_episode(env, scripted_policy(env_id), seed=1)
+    assert episode.success
+    for agent in base.possible_agents:
+        local = sum(r.reward_local for r in base.history if r.agent == agent)
+        team = alpha * (base.team_state(agent) - start[agent])
+        assert episode.total_reward(agent) == pytest.approx(team + local)
+    for record in base.history:  # the actor's own record: its change of G, and G after it
+        assert record.reward == pytest.approx(alpha * record.reward_global + record.reward_local)
+    assert base.history[-1].team_state == pytest.approx(base.team_state(base.history[-1].agent))
+
+
+def test_branches_of_one_state_differ_by_their_team_state_alone():
+    """N branches of one state share G(s): paying G(s') - G(s) rather than G(s') shifts every
+    reward of an AT-GRPO group by the same amount, so normalised advantages are unchanged."""
+    from pettingllm_envs.policies import scripted_policy
+
+    env = pettingllm_envs.make("plan_path_v0")
+    env.reset(seed=2)
+    oracle = scripted_policy("plan_path_v0")
+    env.step(oracle(env.observe("tool"), "tool", env.infos["tool"]))  # the planner is to move
+    before = env.unwrapped.team_state("planner")
+    actions = [oracle(env.observe("planner"), "planner", env.infos["planner"]), "MOVES: U", "MOVES: R R", "junk"]
+    for action in actions:
+        branch = copy.deepcopy(env)
+        branch.step(action)
+        last = branch.infos["planner"]["last_action"]
+        assert last["reward_global"] == pytest.approx(last["team_state"] - before)

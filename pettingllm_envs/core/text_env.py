@@ -11,7 +11,9 @@ hook                        what it does
 ``load_instance(i, split)`` problem ``i`` of a split (override for datasets)
 ``start_episode(instance)`` set up the episode state
 ``apply_action(agent, s)``  parse and apply one action, return an :class:`ActionResult`
-``global_reward()``         the team's task state in [0, 1], the same for every role
+``global_reward()``         the team's task state G in [0, 1], the same for every role
+``team_state(a)``           G from role ``a``'s side (defaults to ``global_reward()``;
+                            competitive envs override it)
 ``is_success()``            the task is solved (or the game won, per agent)
 ``is_done()``               the episode ends (defaults to ``is_success()``)
 ``is_truncated()``          the episode is cut short (defaults to ``max_turns`` turns)
@@ -37,6 +39,15 @@ Semantics (docs/design.md §3):
   the default round-robin order the two definitions coincide.
 * After each action the acting agent's reward is ``alpha * global + local``, with both
   parts, the parsed action and why it was invalid in ``infos[agent]["last_action"]``.
+* ``global`` is the **change** the action made to the team's task state G (``team_state``),
+  and every role is paid ``alpha`` times its change, not only the actor: a potential-based
+  team reward (Ng, Harada and Russell, 1999). Over an episode each role's team part sums
+  to ``alpha * (G_final - G_start)``, so keeping a partly solved state alive until
+  truncation earns nothing, and a failed episode never out-earns a solved one through the
+  team reward (G is highest when solved). AT-GRPO loses nothing: the N branches of a group
+  start from one state, so paying ``G(s') - G(s)`` instead of ``G(s')`` shifts every reward
+  of the group by the same ``G(s)`` and leaves the normalised advantages unchanged.
+  ``last_action["team_state"]`` holds G after the action.
 * An action that is not a string, is longer than ``max_action_chars``, or that the env
   cannot parse costs ``format_penalty`` (in ``local``) and never raises.
 """
@@ -136,8 +147,11 @@ class ActionRecord:
     text: str
     result: ActionResult
     reward_global: float
+    """The change of the acting role's team state G that this action made."""
     reward_local: float
     reward: float
+    team_state: float
+    """G after the action, from the acting role's side."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -226,6 +240,17 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
     def global_reward(self) -> float:
         raise NotImplementedError
 
+    def team_state(self, agent: str) -> float:
+        """The task state G from ``agent``'s side: the potential whose change every role is
+        paid (``alpha *`` it) after each action. Cooperative envs keep the default, the
+        shared :meth:`global_reward`; competitive ones return each side's own outcome."""
+        return float(self.global_reward())
+
+    def _team_states(self) -> dict[str, float]:
+        if type(self).team_state is TextAECEnv.team_state:  # shared by every role: compute once
+            return dict.fromkeys(self.agents, float(self.global_reward()))
+        return {a: float(self.team_state(a)) for a in self.agents}
+
     def is_success(self, agent: str | None = None) -> bool:
         raise NotImplementedError
 
@@ -308,6 +333,7 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
         self.history = []
         self.agent_selection = self.agents[0]
         self.start_episode(self.instance)
+        self._team_state = self._team_states()
         self.infos = {a: self._info(a) for a in self.agents}
         if self.render_mode == "human":
             self.render()
@@ -326,14 +352,18 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
             result = ActionResult(-self.config.format_penalty, valid=False, invalid_reason=reason)
         else:
             result = self.apply_action(agent, text)
-        reward_global = float(self.global_reward())
+        states = self._team_states()
+        team = {a: states[a] - self._team_state[a] for a in self.agents}
+        self._team_state = states
+        reward_global = team[agent]
         reward_local = float(result.local_reward)
         reward = self.config.alpha * reward_global + reward_local
         self.history.append(
-            ActionRecord(self.turn, agent, text, result, reward_global, reward_local, reward)
+            ActionRecord(self.turn, agent, text, result, reward_global, reward_local, reward, states[agent])
         )
 
-        self.rewards = dict.fromkeys(self.agents, 0.0)
+        # Every role is paid its change of G (the others see it in ``last()`` when they act).
+        self.rewards = {a: self.config.alpha * team[a] for a in self.agents}
         self.rewards[agent] = reward
         self._acted_this_turn.add(agent)
         following = self.next_agent(agent)
@@ -416,6 +446,7 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
                 "reward": record.reward,
                 "reward_global": record.reward_global,
                 "reward_local": record.reward_local,
+                "team_state": record.team_state,
                 "alpha": self.config.alpha,
             }
         return {

@@ -8,7 +8,7 @@
 | Action              | `UnicodeText(max_action_chars)`: free text                                  |
 | tool's action       | a ```` ```python ```` block printing the filled grid or `r c v` placements   |
 | planner's action    | text ending with `PLACE: r c v; r c v ...` or `GRID:` and the grid rows     |
-| Global reward       | 0.7 * share of the empty cells filled correctly + 0.3 when solved           |
+| Team state G        | 0.7 * share of the empty cells filled correctly + 0.3 when solved           |
 | Local reward        | correct new cells / empty cells at the start when every placement of the    |
 |                     | action is right; else nothing is applied and 0.1 per rejected placement is  |
 |                     | subtracted (capped at `max_violation_penalty`)                              |

@@ -8,7 +8,7 @@
 | Action              | `UnicodeText(max_action_chars)`: free text ending with a line `MOVE: <cell>`  |
 | Cells               | `1`..`9` in reading order (1 top left, 9 bottom right) or `a1`..`c3`          |
 |                     | (letter = column a..c left to right, digit = row 1..3 top to bottom)          |
-| Global reward       | zero-sum, from the player's own side: +1 win, -1 loss, 0 draw or ongoing     |
+| Team state G        | zero-sum, from the player's own side: +1 win, -1 loss, 0 draw or ongoing     |
 | Local reward        | +0.1 for a legal move; -0.5 for an illegal one (occupied cell, no `MOVE:`); |
 |                     | a winning move also earns +0.1 for each move the win saved the winner        |
 | Reward bounds       | local per action in `[-max(format, illegal), 0.1 * 5]`; a player's legal-    |
@@ -18,13 +18,12 @@
 | Truncation          | `max_turns` turns (default 5); an unfinished game scores as a draw            |
 | Config              | `TicTacToeConfig`: opening_plies, forced_win, legal_move_reward, ...          |
 
-**Zero-sum rewards in an AEC env.** The base class scores the *acting* agent with
-``alpha * global_reward() + local``, calling ``global_reward()`` right after the action
-while ``agent_selection`` is still that agent, so :meth:`raw_env.global_reward` is the
-game outcome from the acting player's side. The winning move ends the game before the
-loser acts again, so :meth:`raw_env.step` also credits the loser ``alpha * -1`` in
-``rewards`` at that step (PettingZoo's usual end-of-game reward): over an episode the two
-players' global parts sum to zero. ``infos[agent]["game"]`` holds the mark and outcome.
+**Zero-sum rewards in an AEC env.** The base class pays every player, after each action,
+``alpha`` times the change of its :meth:`raw_env.team_state`, here the game outcome from
+that player's own side. So the winning move pays the winner ``alpha * 1`` and, in the same
+step's ``rewards``, the loser ``alpha * -1`` (PettingZoo's usual end-of-game reward): over
+an episode the two players' global parts sum to zero. ``infos[agent]["game"]`` holds the
+mark and outcome.
 
 **Winning later never pays more.** A legal move earns ``legal_move_reward``, so a player
 that delays a forced win would collect one more per extra move. The winning move therefore
@@ -204,18 +203,6 @@ class raw_env(TextAECEnv[Opening]):
         saved_moves = self.board.count(".") // 2 if winner(self.board) == MARKS[agent] else 0
         return ActionResult(cfg.legal_move_reward * (1 + saved_moves), parsed={"cell": cell + 1})
 
-    def step(self, action: Any) -> None:
-        """The base step, plus the loser's share of the zero-sum outcome when a move wins."""
-        acting = self.agent_selection
-        live = not (self.terminations[acting] or self.truncations[acting])
-        super().step(action)
-        if live and self.is_done():
-            for agent in self.agents:
-                if agent != acting:
-                    reward = self.config.alpha * self.outcome(agent)
-                    self.rewards[agent] = reward
-                    self._cumulative_rewards[agent] += reward
-
     # ------------------------------------------------------------ rewards
     def outcome(self, agent: str) -> float:
         """+1 when ``agent`` has won, -1 when it has lost, 0 otherwise (draw or ongoing)."""
@@ -225,7 +212,12 @@ class raw_env(TextAECEnv[Opening]):
         return 1.0 if mark == MARKS[agent] else -1.0
 
     def global_reward(self) -> float:
+        """The outcome from the side of the player to move (what ``render`` and a team view
+        would show); rewards use :meth:`team_state`, each player's own side."""
         return self.outcome(self.agent_selection)
+
+    def team_state(self, agent: str) -> float:
+        return self.outcome(agent)
 
     def is_success(self, agent: str | None = None) -> bool:
         mark = winner(self.board)

@@ -37,7 +37,9 @@ class RoleEnv(gymnasium.Env[TextObservation, str]):
     for each env's scripted oracle (only possible when ``env_or_id`` is an id).
 
     The reward of a step is the role's reward accumulated since its previous action: its
-    own action's ``alpha * global + local``, plus anything the other roles' actions gave it.
+    own action's ``alpha * global + local``, plus anything the other roles' actions gave it
+    (their change of the team state); what they gave it before its first action comes with
+    its first step.
     ``info`` is the role's ``infos`` entry (chat ``messages``, ``last_action`` with the
     reward parts, ``success``), copied so that callers may keep and modify it.
     """
@@ -85,6 +87,7 @@ class RoleEnv(gymnasium.Env[TextObservation, str]):
         self.action_space = self.aec.action_space(self.role)
         self._episode_over = True
         self._ended_before_acting = False
+        self._reward_before_acting = 0.0
 
     # The AEC env's generator is the only source of randomness (it draws the problem on an
     # unseeded reset), so Gymnasium's seeding checks look at that one rather than a second,
@@ -108,10 +111,13 @@ class RoleEnv(gymnasium.Env[TextObservation, str]):
         ``reset``) and play the roles before this one in turn order."""
         self.aec.reset(seed=seed, options=options)
         self._episode_over = False
-        observation, _, terminated, truncated, info = self._advance()
+        observation, reward, terminated, truncated, info = self._advance()
         # An episode that other roles finished before this role acted ends on the next step,
-        # whatever the action: Gymnasium's reset cannot report termination.
+        # whatever the action: Gymnasium's reset cannot report termination. Nor a reward: what
+        # the roles before this one paid it (their change of the team state) comes with the
+        # first step's reward, so the episode's return is the AEC env's.
         self._ended_before_acting = terminated or truncated
+        self._reward_before_acting = reward
         return observation, info
 
     def step(self, action: str) -> tuple[TextObservation, float, bool, bool, dict[str, Any]]:
@@ -122,6 +128,7 @@ class RoleEnv(gymnasium.Env[TextObservation, str]):
             self.aec.step(action)
         self._ended_before_acting = False
         observation, reward, terminated, truncated, info = self._advance()
+        reward, self._reward_before_acting = reward + self._reward_before_acting, 0.0
         self._episode_over = terminated or truncated
         return observation, reward, terminated, truncated, info
 

@@ -8,7 +8,7 @@
 | Action              | `UnicodeText(max_action_chars)`: free text                               |
 | reasoner's action   | step-by-step reasoning ending in `\\boxed{final answer}`                 |
 | tool's action       | a ```` ```python ```` block whose program prints the answer last         |
-| Global reward       | 1 if the team's answer (the latest valid answer of either role) is right |
+| Team state G        | 1 if the team's answer (the latest valid answer of either role) is right |
 | Local reward        | 1 the first time the role's own answer is right, else 0                  |
 | Reward bounds       | local per action in `[-max(format, tool_error), 1]`; each role's local   |
 |                     | rewards sum to at most 1 per episode; global in `{0, 1}`                 |

@@ -8,7 +8,7 @@
 | Action              | `UnicodeText(max_action_chars)`: free text                             |
 | tool's action       | a ```` ```python ```` block whose program prints `MOVES: U R ...`      |
 | planner's action    | text ending with a line `MOVES: U R R D` (U/D/L/R or up/down/...)      |
-| Global reward       | reached: 0.7 + 0.3 * shortest/steps; else 0.5 * progress toward goal   |
+| Team state G        | reached: 0.7 + 0.3 * shortest/steps; else 0.5 * progress toward goal   |
 | Local reward        | progress of the role's moves (tool: simulated on a copy) minus waste   |
 | Reward bounds       | local per action in `[-(illegal + waste * cells / shortest), 1]`; the  |
 |                     | planner's local rewards sum to at most 1 over an episode, and so do    |

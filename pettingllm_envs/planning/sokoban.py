@@ -8,7 +8,7 @@
 | Action              | `UnicodeText(max_action_chars)`: free text                             |
 | tool's action       | a ```` ```python ```` block whose program prints `MOVES: U R ...`      |
 | planner's action    | text ending with a line `MOVES: U R R D` (U/D/L/R or up/down/...)      |
-| Global reward       | solved: 0.7 + 0.3 * optimal/moves; else 0.5 * share of the boxes that  |
+| Team state G        | solved: 0.7 + 0.3 * optimal/moves; else 0.5 * share of the boxes that  |
 |                     | started off a goal and are now on one (0 at the start)                 |
 | Local reward        | push progress of the role's moves (tool: simulated on a copy)          |
 | Reward bounds       | local per action in `[-max(format, tool_error, deadlock, illegal +     |

@@ -9,7 +9,7 @@
 | Action              | `UnicodeText(max_action_chars)`: free text; the last command line counts     |
 | main's action       | `DELEGATE: <sub-question>` or `ANSWER: <entity name>`                        |
 | sub's action        | `SEARCH: <words>`, `LOOKUP: <entity name>` or `REPORT: <entity name>`        |
-| Global reward       | 1 once the main agent's final answer is right, else 0 (same for both)        |
+| Team state G        | 1 once the main agent's final answer is right, else 0 (same for both)        |
 | main's local reward | on ANSWER: `main_format_weight + main_correct_weight * correct`; 0 on a      |
 |                     | delegation (M-GRPO's main reward: a1 * format + a2 * correct)                |
 | sub's local reward  | in a *useful* delegation (below): `tool_call_reward` per tool call that      |

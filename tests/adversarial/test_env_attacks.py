@@ -529,12 +529,7 @@ def test_local_rewards_stay_within_the_documented_bounds(env_id):
             assert all(credit[role] <= caps[role] + 1e-9 for role in caps), (credit, caps)
 
 
-# ------------------------------------------------ open: the team reward of every step
-@pytest.mark.xfail(strict=True, reason=(
-    "open, base class: every step pays alpha * global_reward(), so a role that keeps a partly solved "
-    "state alive until truncation collects alpha * G per extra step; finishing early forgoes those steps. "
-    "Needs the terminal state to keep paying (credit every role alpha * G for the steps it no longer takes) "
-    "or a potential-based team reward, in core/text_env.py"))
+# ------------------------------------------------ the team reward: stalling in a partly solved state
 def test_stalling_a_partly_solved_state_never_beats_finishing():
     """Sudoku: the planner fills half the cells, waits one turn (a free no-op: re-placing a
     given), then fills the rest; against filling everything at once."""
@@ -623,18 +618,9 @@ def test_no_role_earns_more_locally_on_a_failed_episode_than_on_the_solved_one(e
         assert failed <= solved + 1e-9, (role, other, seed, failed, solved)
 
 
-#: Where the per-step team reward alone still lets a failed episode out-earn a solved one.
-TEAM_REWARD_STALL = pytest.mark.xfail(strict=True, reason=(
-    "open, base class (core/text_env.py): alpha * global is paid at every step, so a role whose teammate "
-    "keeps a partly solved state alive (a planner that walks part of the way, a tool that keeps printing a "
-    "wrong answer after the reasoner's right one) collects alpha * G per extra step of a failed episode"))
-
-
-@pytest.mark.parametrize("env_id", [
-    pytest.param(e, marks=TEAM_REWARD_STALL) if e in ("math_v0", "plan_path_v0", "sokoban_v0") else e
-    for e in NON_CODE_ENVS
-])
+@pytest.mark.parametrize("env_id", NON_CODE_ENVS)
 def test_no_role_earns_more_on_a_failed_episode_than_on_the_solved_one(env_id):
-    """The same with each env's default alpha (the team reward paid at every step)."""
+    """The same with each env's default alpha: the team reward (each role paid the change of
+    the team state G) sums to alpha * (G_final - G_start), highest when solved."""
     for role, other, seed, failed, solved in _failed_episode_returns(env_id, alpha=None):
         assert failed <= solved + 1e-9, (role, other, seed, failed, solved)
