@@ -35,6 +35,7 @@ and split between train and test by a hash of the grid.
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from collections import deque
@@ -319,8 +320,12 @@ print("MOVES: " + " ".join(reversed(path)))
 def scripted_policy(observation: str, agent: str, info: dict) -> str:
     """Oracle: reads the maze from the observation and answers with a shortest path
     (the tool writes a BFS program; the planner solves it directly)."""
-    lines = [line for line in observation.splitlines() if GRID_LINE.match(line)]
-    match = POSITION.search(observation)
+    # The grid is the block of grid lines right under the env's "Grid (" header: later lines
+    # (a tool program's output in the history) may look like grid rows too.
+    rows = observation.splitlines()
+    start = next((i + 1 for i, line in enumerate(rows) if line.startswith("Grid (")), len(rows))
+    lines = list(itertools.takewhile(GRID_LINE.match, rows[start:]))
+    match = POSITION.search(observation)  # the env's own line comes before any history
     if not lines or match is None:
         return "MOVES: U"
     r, c, gr, gc = map(int, match.groups())
