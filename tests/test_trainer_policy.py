@@ -213,6 +213,7 @@ def test_over_long_prompt_keeps_the_system_message_and_latest_turn_and_cuts_the_
     assert encoding.truncated and len(encoding.ids) <= 300
     assert encoding.text.startswith("<|system|>") and encoding.text.endswith("latest question\n<|assistant|>")
     assert "message 5" in encoding.text and "message 0" not in encoding.text and TRUNCATION_MARKER not in encoding.text
+    assert encoding.text.startswith("<|system|>" + system["content"] + "\n<|user|>")  # whole exchanges went
     # a system message alone over the budget: both ends of the tokens stay
     encoding = policies.encode_prompt([{"role": "system", "content": "s" * 1000}, {"role": "user", "content": "go"}])
     assert encoding.truncated and len(encoding.ids) == 300 and TRUNCATION_MARKER in encoding.text

@@ -422,8 +422,10 @@ class PolicySet:
         and the last one go, oldest first; then the middle of the last message's text (an
         env's prompt is one user message whose history grows in the middle: task statement
         first, latest state and the request last), replaced by :data:`TRUNCATION_MARKER`.
-        Only if the system message alone does not fit are the middle tokens of the rendered
-        prompt cut. ``truncated`` says whether anything was cut."""
+        Whole messages go as exchanges (up to the next message in the role the history opened
+        with), so templates that demand alternating roles still render. Only if the system
+        message alone does not fit are the middle tokens of the rendered prompt cut (the
+        marker in their place). ``truncated`` says whether anything was cut."""
         budget = self.config.max_prompt_tokens
         text = self.render(messages)
         ids = self._token_ids(text)
@@ -431,8 +433,13 @@ class PolicySet:
             return PromptEncoding(text, ids, False)
         kept = list(messages)
         head = 1 if kept and kept[0].get("role") == "system" else 0
+        opening_role = kept[head].get("role") if len(kept) > head else None
         while len(kept) > head + 1 and len(ids) > budget:
-            del kept[head]  # the oldest message after the system message
+            # drop the oldest exchange after the system message: up to the next message in the
+            # role the history opened with, so templates that demand alternating roles still render
+            del kept[head]
+            while len(kept) > head + 1 and kept[head].get("role") != opening_role:
+                del kept[head]
             text = self.render(kept)
             ids = self._token_ids(text)
         if len(ids) > budget and len(kept) > head:

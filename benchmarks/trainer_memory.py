@@ -1,0 +1,208 @@
+"""Benchmark: peak memory and time of one policy update at a real model's shape, before and after chunked scoring.
+
+The model is a randomly initialised Qwen2.5-0.5B shape built from a config in code (no
+download): hidden 896, 14 attention heads / 2 KV heads, MLP 4864, vocabulary 151,936, tied
+embeddings; 24 layers in the real model, ``--layers`` here (default 4: a CPU step of all 24
+takes minutes, and the point is the LM head's ``[tokens, vocab]`` tensors, whose size does
+not depend on the depth; layers only add the same activation memory to every configuration
+without checkpointing). One update is what ``trainers.train.Trainer.update`` does per
+micro-batch: score ``--rows`` completions of ``--completion-tokens`` tokens after a shared
+``--prompt-tokens`` prompt (one GRPO group), a policy-gradient loss, backward, AdamW step.
+
+Configurations, each in a fresh subprocess (peak RSS is a per-process high-water mark):
+
+* ``before``: the scoring of the trainer before issue 14, kept here verbatim as the baseline
+  (:func:`old_token_logprobs`): the model's full ``[B, C, V]`` logits, a float32
+  ``log_softmax`` over them, a gather; no gradient checkpointing;
+* ``chunked``: :meth:`trainers.policy.PolicySet.token_logprobs` with the default
+  ``logprob_chunk_size`` (1024): the LM head runs chunk by chunk, ``logit - logsumexp``,
+  each chunk's logits recomputed in the backward;
+* ``chunked+checkpointing``: the same with ``gradient_checkpointing``.
+
+A warm-up step first allocates AdamW's moments; then the measured steps. Peak memory is the
+process's resident-set high-water mark over the measured steps (``VmHWM``, reset through
+``/proc/self/clear_refs`` after the warm-up; ``ru_maxrss``, the whole process's, where that
+is unavailable), reported as the total and as the step's own: the growth over the resident
+set before it (weights and AdamW state), i.e. activations, logits and gradients. Time is the
+wall time of each measured step.
+
+Run: ``python benchmarks/trainer_memory.py [--layers 4 --rows 4 --prompt-tokens 128
+--completion-tokens 512 --steps 1 --threads 2]``; results go to
+``benchmarks/results/trainer_memory.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "benchmarks" / "results" / "trainer_memory.json"
+
+#: Qwen2.5-0.5B's shape (its config.json), minus the depth.
+QWEN25_05B = {"hidden_size": 896, "intermediate_size": 4864, "num_attention_heads": 14, "num_key_value_heads": 2,
+              "vocab_size": 151_936, "tie_word_embeddings": True, "max_position_embeddings": 32_768,
+              "rope_theta": 1_000_000.0, "rms_norm_eps": 1e-6}
+CONFIGURATIONS = {
+    "before": {"old_scoring": True, "logprob_chunk_size": 0, "gradient_checkpointing": False},
+    "chunked": {"old_scoring": False, "logprob_chunk_size": 1024, "gradient_checkpointing": False},
+    "chunked+checkpointing": {"old_scoring": False, "logprob_chunk_size": 1024, "gradient_checkpointing": True},
+}
+
+
+def write_model(out_dir: Path, layers: int) -> Path:
+    """A random Qwen2.5-0.5B-shaped model and a byte tokenizer (only its pad/eos ids are used:
+    the benchmark feeds token ids directly)."""
+    import torch
+    from transformers import ByT5Tokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = ByT5Tokenizer(extra_ids=0)
+    tokenizer.save_pretrained(out_dir)
+    config = Qwen2Config(**QWEN25_05B, num_hidden_layers=layers, pad_token_id=tokenizer.pad_token_id,
+                         eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
+    torch.manual_seed(0)
+    Qwen2ForCausalLM(config).save_pretrained(out_dir)
+    return out_dir
+
+
+def old_token_logprobs(policies: Any, model: Any, prompts: Sequence[Sequence[int]],
+                       completions: Sequence[Sequence[int]]) -> tuple[Any, Any]:
+    """``PolicySet.token_logprobs`` as it was before issue 14 (the baseline): prompt cache,
+    then the full logits of every completion position and a float32 log-softmax over them."""
+    import torch
+    import torch.nn.functional as F
+
+    from trainers.policy import _CACHE
+
+    width = max(len(c) for c in completions)
+    cache, first_logits, prompt_mask, next_position = policies._encode_prompts(model, prompts)
+    completion_ids = torch.tensor([list(c) + [policies.pad_id] * (width - len(c)) for c in completions])
+    completion_mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in completions])
+    logits = first_logits[:, None]
+    if width > 1:
+        attention = torch.cat([prompt_mask, completion_mask[:, :-1]], dim=1)
+        positions = next_position + torch.arange(width - 1)
+        rest = model(input_ids=completion_ids[:, :-1], attention_mask=None if bool(attention.all()) else attention,
+                     position_ids=positions, use_cache=True, **{_CACHE: cache}).logits
+        logits = torch.cat([logits, rest], dim=1)
+    logp = F.log_softmax(logits.float() / policies.config.temperature, dim=-1)
+    return logp.gather(2, completion_ids[..., None]).squeeze(2), completion_mask.float()
+
+
+def peak_rss_reset() -> bool:
+    """Reset this process's RSS high-water mark (Linux >= 4.0); False where unsupported."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_bytes() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+
+
+def current_rss_bytes() -> int:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def run_configuration(model_dir: str, name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One configuration, in this (fresh) process: load, then ``args.steps`` updates."""
+    import torch
+
+    from trainers.config import TrainConfig
+    from trainers.policy import PolicySet
+
+    torch.set_num_threads(args.threads)  # a process of its own
+    setting = CONFIGURATIONS[name]
+    config = TrainConfig(model=model_dir, device="cpu", lr=1e-6, logprob_chunk_size=setting["logprob_chunk_size"],
+                         gradient_checkpointing=setting["gradient_checkpointing"])
+    policies = PolicySet(config, ["player"])
+    generator = torch.Generator().manual_seed(0)
+    vocab = policies.models["shared"].config.vocab_size
+    prompt = torch.randint(0, vocab, (args.prompt_tokens,), generator=generator).tolist()
+    completions = torch.randint(0, vocab, (args.rows, args.completion_tokens), generator=generator).tolist()
+    prompts = [prompt] * args.rows
+    advantages = torch.linspace(-1.0, 1.0, args.rows)
+    score = old_token_logprobs if setting["old_scoring"] else type(policies).token_logprobs
+    optimizer = policies.optimizers["shared"]
+
+    def step() -> float:
+        start = time.perf_counter()
+        logp, mask = score(policies, model, prompts, completions)
+        loss = -((logp * mask).sum(dim=1) * advantages).sum() / mask.sum()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return time.perf_counter() - start
+
+    with policies.active("shared") as model:
+        warm_up = step()  # allocates AdamW's moments: from here on every step looks alike
+        steady = current_rss_bytes()
+        resettable = peak_rss_reset()
+        seconds = [step() for _ in range(args.steps)]
+    peak = peak_rss_bytes()
+    return {"configuration": name, "peak_rss_gb": peak / 1e9, "steady_rss_gb": steady / 1e9,
+            "step_peak_gb": (peak - steady) / 1e9, "peak_is_of_the_steps": resettable,
+            "warm_up_seconds": warm_up, "step_seconds": seconds,
+            "parameters_m": sum(p.numel() for p in policies.parameters("shared")) / 1e6}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--rows", type=int, default=4, help="completions per micro-batch (one GRPO group)")
+    parser.add_argument("--prompt-tokens", type=int, default=128)
+    parser.add_argument("--completion-tokens", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=1, help="measured steps (after one warm-up step)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--configurations", default=",".join(CONFIGURATIONS))
+    parser.add_argument("--child", nargs=2, metavar=("MODEL_DIR", "CONFIGURATION"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(run_configuration(args.child[0], args.child[1], args)))
+        return 0
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = write_model(Path(tmp), args.layers)
+        forwarded = [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
+                     if k in ("layers", "rows", "prompt_tokens", "completion_tokens", "steps", "threads")]
+        for name in args.configurations.split(","):
+            out = subprocess.run([sys.executable, __file__, "--child", str(model_dir), name, *forwarded],
+                                 capture_output=True, text=True, check=True, cwd=ROOT)
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            results.append(result)
+            print(f"{name:>22}: peak RSS {result['peak_rss_gb']:.2f} GB, of which the step's own "
+                  f"{result['step_peak_gb']:.2f} GB; step {' / '.join(f'{s:.1f}' for s in result['step_seconds'])} s",
+                  flush=True)
+    logits_gb = args.rows * args.completion_tokens * QWEN25_05B["vocab_size"] * 4 / 1e9
+    report = {"shape": {**QWEN25_05B, "num_hidden_layers": args.layers}, "rows": args.rows,
+              "prompt_tokens": args.prompt_tokens, "completion_tokens": args.completion_tokens,
+              "float32_logits_gb": logits_gb, "threads": args.threads,
+              "machine": platform.processor() or platform.machine(),
+              "results": results}
+    print(f"one float32 [rows, completion, vocab] tensor: {logits_gb:.2f} GB")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
