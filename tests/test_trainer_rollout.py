@@ -264,3 +264,14 @@ def test_independent_returns_follow_pettingzoo_last(uneven):
         by_hand[agent] += reward
         env.step(None if done or cut else {"sprinter": "zz", "marathoner": "q"}[agent])
     assert result.returns[0] == pytest.approx(dict(by_hand))
+
+
+def test_an_env_that_never_removes_its_done_agents_is_an_error_not_a_hang(uneven):
+    from trainers.rollout import advance_dead
+
+    env = uneven(laps=3)()
+    env.reset(seed=0)
+    env.step("a")  # the sprinter is done and selected for its None step
+    env.unwrapped._was_dead_step = lambda action: None  # an env that forgets the protocol
+    with pytest.raises(RuntimeError, match="kept selecting done agents"):
+        advance_dead(env)

@@ -132,9 +132,14 @@ def advance_dead(env: AECEnv, returns: dict[str, float] | None = None) -> None:
     a terminated or truncated agent still gets its turn, with the action ``None``, which
     removes it). Afterwards ``agent_selection`` is live, unless the episode is over. With
     ``returns``, the removed agents' last rewards are credited first."""
-    while not episode_over(env) and agent_done(env, env.agent_selection):
+    for _ in range(len(env.agents) + 1):
+        if episode_over(env) or not agent_done(env, env.agent_selection):
+            return
         credit(env, env.agent_selection, returns)
         env.step(None)
+    # every None step removes one agent, so more steps than agents means an env that never does
+    raise RuntimeError(f"the env kept selecting done agents ({env.agent_selection!r}); an AEC env removes a "
+                       "terminated or truncated agent when it is stepped with None")
 
 
 def agent_prompt(env: AECEnv, agent: str) -> Messages:
