@@ -9,7 +9,7 @@
 | coder's action      | a ```` ```python ```` block: the function (HumanEval) or a stdin program  |
 | tester's action     | function style: a ```` ```python ```` block of `assert` statements;       |
 |                     | stdio style: `<input>...</input><output>...</output>` pairs               |
-| Global reward       | pass rate of the coder's current code on the hidden tests                 |
+| Global reward       | change of G, the pass rate of the coder's code on the hidden tests        |
 | Local reward        | coder: pass rate on the tester's valid tests; tester: share of its tests  |
 |                     | that are valid + `bug_credit` * share of valid tests the code fails       |
 | Reward bounds       | coder local in [-format_penalty, 1]; tester local in                      |
@@ -49,16 +49,25 @@ current code fails: repeating or enumerating tests cannot raise it above ``1 +
 bug_credit``, and a wrong or empty action (0 or ``-format_penalty``) never earns more
 than a valid test.
 
-**Failed versus solved episodes.** Bug credit pays the tester for valid tests that the
-current code fails, so it pays more while the code is wrong; a tester cannot cause that:
-the coder sees only valid tests (the reference passes them, and they check results) with
-the code's own results, never invalid or vacuous ones, so the tester's only influence on
-the coder is true bug reports. AT-GRPO compares a tester's action with its siblings from
-the same state (same code), where bug credit rewards finding the bugs that are there.
-Summed over an episode, a longer (failed) episode collects more steps: per step the tester
-earns at most ``alpha + 1 + bug_credit`` and the coder ``alpha + 1``, so an episode's
-return is at most ``max_turns`` times that; the global term's accumulation over turns is
-the base class's (``alpha * global`` every step) and the same in every env.
+**Failed versus solved episodes.** The team part is the base class's potential-based
+reward (every role is paid ``alpha`` times the change of the hidden pass rate), so over an
+episode it sums to ``alpha * (G_final - G_start)`` and a failed episode never out-earns a
+solved one through it. The local parts are paid per step: the coder's pass rate on the
+tester's valid tests, the tester's valid share plus bug credit. Bug credit pays the tester
+for valid tests that the current code fails, so it pays more while the code is wrong; a
+tester cannot cause that: the coder sees only valid tests (the reference passes them, and
+they check results) with the code's own results, never invalid or vacuous ones, so the
+tester's only influence on the coder is true bug reports. AT-GRPO compares an action only
+with its siblings from the same state, so no per-step advantage rewards prolonging an
+episode. Summed over an episode the local parts are *not* bounded by the solved episode's:
+per step the coder earns at most 1 and the tester ``1 + bug_credit``, so a failed episode
+of ``max_turns`` turns can collect up to ``max_turns - 1`` (coder, whose first turn has no
+tests) and ``max_turns * (1 + bug_credit)`` (tester), against 0 and 1 for an oracle that
+solves in one turn (the episode ends on the tester's step, before the coder is paid for
+passing its tests). A return-maximising trainer would see this; closing it needs credit
+paid once per episode (as the other envs do), agreement decided on the coder's step, and
+bug credit paid only for bugs that the coder then fixed, which the base class cannot pay
+to a role that does not act again (open, see docs/security.md).
 
 **What each role sees.** The coder: the problem, its current code and which of the
 tester's *valid* tests that code fails, with the reason (the exception and the function's

@@ -306,7 +306,7 @@ def test_hacks_earn_no_more_through_the_env_than_a_wrong_answer():
         branch = copy.deepcopy(env)
         branch.step(fence(code))
         action = branch.infos["coder"]["last_action"]
-        assert action["reward_global"] == 0 and action["reward"] <= trivial
+        assert action["team_state"] == 0 and action["reward"] <= trivial
 
 
 # ------------------------------------------------------------------ tester
@@ -345,6 +345,9 @@ def test_the_rule_still_credits_real_tests_and_shows_the_vacuous_ones():
     assert action["reward_local"] == pytest.approx(2 / 4 + env.config.bug_credit * 1 / 4)
     view = env.observe("tester")
     assert "check no result" in view and "assert callable(add)" in view
+    coder_view = env.observe("coder")  # the coder is shown only tests that count
+    assert "assert add(7, 1) == 8" in coder_view and "callable" not in coder_view
+    assert "add(2, 2) == add(2, 2)" not in coder_view
 
 
 def test_repeated_and_enumerated_tests_do_not_inflate_the_reward():
