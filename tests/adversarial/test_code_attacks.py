@@ -19,6 +19,8 @@ import copy
 import dataclasses
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pettingllm_envs.code.code_env import judge_many, parse_tests, raw_env
 from pettingllm_envs.code.datasets import AssertTest, builtin_stdio, humaneval
@@ -474,3 +476,23 @@ assert add(1, 2) == 3 and not sees_marker()
     env.step(fence(spy))
     action = env.infos["tester"]["last_action"]
     assert action["parsed"]["valid"] == 1 and action["parsed"]["caught"] == 0
+
+
+#: Python-ish pieces for the test parser: asserts, calls, operators, nesting, odd characters.
+TEST_PIECES = ["assert ", "add(", "candidate(", ")", "(", "[", "]", "{", "}", " == ", " or ", " and ", "not ", "-", "+",
+               "1", "7" * 5000, ", ", "\n", "    ", "try:\n", "except:\n", "lambda: ", "x = ", "import os\n", "'",
+               '"', "\\", "\x00", "\ud800", "٣", "```", "\r\n", "#", "if 1:\n", "for i in range(3):\n", ":", ";"]
+test_text = st.lists(st.one_of(st.sampled_from(TEST_PIECES), st.text(max_size=50),
+                               st.tuples(st.sampled_from(["(", "[", "-", "not ", "add("]),
+                                         st.integers(1, 3000)).map(lambda p: p[0] * p[1])),
+                     max_size=12).map("".join)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(test_text)
+def test_parse_tests_never_raises(text):
+    for problem in (humaneval().get(ADD), builtin_stdio().problems[0]):
+        for action in (fence(text), text):
+            tests, ignored, reason = parse_tests(problem, action)
+            assert (reason is None) == bool(tests) and ignored >= 0
