@@ -1,24 +1,22 @@
-"""The trusted driver of code_v0's function-style judge: the program each sandbox run executes.
+"""The trusted driver of code_v0's function-style judge: the program of its sandbox runs.
 
-This file is sent to the sandbox as the run's program (``judge.py`` reads its source); it
-imports nothing from the project, since the sandbox does not show the project's files. It
-holds no secret: the run's source is visible to the code under test.
+``judge.py`` sends this module's code object (compiled on the host, marshalled) as a run's
+program; it imports nothing from the project, since the sandbox does not show the
+project's files. It holds no secret: the run's program is visible to the code under test.
 
-Processes (all inside one sandbox run):
+**Driver runs** (:func:`main`), two processes:
 
-* **driver** (this program's main process, trusted): makes itself non-dumpable, so that
-  no other process of its uid can open ``/proc/<pid>/mem``, ``/fd`` or ``ptrace`` it;
-  forks the factory *before* reading anything, then reads the tests and runs them.
-  It writes the verdict, a line ``<token> <json>``, on a private copy of stdout; the token
-  arrives with the tests, so only the driver knows it.
-* **factory** (untrusted once the code is loaded): reads the code from stdin (frame 1),
-  points fds 0-2 at ``/dev/null`` (it never sees frame 2, the tests), tells the driver it
-  is done reading, loads the problem's preamble and the code, and then forks one
-  *candidate* process on request.
-* **candidate**: serves calls of the function over a socket of its own: arguments in,
-  result out, both in the data-only codec below (never pickle). A candidate that crashes
-  or hangs is killed and replaced by a fresh fork of the factory, so one test's crash
-  fails only that test.
+* the **driver** (the run's main process, trusted) makes itself non-dumpable, so that no
+  other process of its uid can open ``/proc/<pid>/mem`` or ``/fd`` or ``ptrace`` it; forks
+  the candidate *before* reading anything, waits until the candidate has read its frame,
+  then reads the tests and runs them. It writes the verdict, a line ``<token> <json>``, on a
+  private copy of stdout; the token arrives with the tests, so only the driver knows it;
+* the **candidate** reads the code (frame 1) with unbuffered reads, points fds 0-2 at
+  ``/dev/null`` (it never sees frame 2), loads the problem's preamble and the code, and
+  answers calls over a socket: arguments in, result out, both in the data-only codec below
+  (never pickle). The literal calls of all the tests are first made in one batch
+  (``prefetch``, a round trip per call was most of a run's latency); if that batch crashes
+  or hangs the candidate, the host runs the tests again without it.
 
 The driver runs each test in a fresh namespace (the preamble, then the test's setup and
 check) where ``candidate`` and the entry point name are a *proxy*: a driver function that
@@ -26,18 +24,22 @@ sends the arguments to the candidate and decodes the reply into plain builtin va
 the test's own ``==`` compares plain data that the driver built; no object, frame, hook or
 exit of the code under test takes part in the verdict. A test passes only when its
 statements ran to their end in the driver within the time limit and every call got a
-well-formed reply.
+well-formed reply. A test that crashes, hangs or breaks the candidate fails; the tests
+after it get ``None`` (not run), and the host runs them with a fresh candidate.
 
 stdin holds two frames, each a 16-digit ASCII length and that many bytes of ASCII JSON:
 frame 1 ``{"preamble", "code", "entry_point", "perturb"}`` (read by the candidate), frame 2
-``{"token", "preamble", "entry_point", "tests", "timeout", "shown_chars"}`` (read by the
-driver after the fork), where ``preamble``, ``code`` and each test are code objects,
-compiled and marshalled by the host (hex; a test that did not compile is ``[null, why]``):
-compiling them in every run cost more than the rest of the run (the host compiles each
-source once and caches it), and only the host can write this stdin. Compiling untrusted
-source executes none of it. ``perturb`` makes the candidate
-change every result it returns (:func:`perturb`): the env uses it to find tests that do
-not check results. Only the factory reads it, so a test cannot tell such a run apart.
+``{"token", "preamble", "entry_point", "tests", "timeout", "shown_chars", "prefetch"}``
+(read by the driver after the fork), where ``preamble``, ``code`` and each test are code
+objects, compiled and marshalled by the host (hex; a test that did not compile is ``[null,
+why]``): compiling them in every run cost more than the rest of the run (the host compiles
+each source once and caches it), and only the host can write this stdin. Compiling
+untrusted source executes none of it. ``perturb`` makes the candidate change every result
+it returns (:func:`perturb`): the env uses it to find tests that do not check results. Only
+the candidate reads it, so a test cannot tell such a run apart.
+
+**One-process runs** (:func:`answer_calls`): for trusted tests whose calls the host knows
+in advance, the run is only the code answering a list of calls; the host runs the tests.
 """
 
 from __future__ import annotations
