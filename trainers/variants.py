@@ -201,7 +201,7 @@ def ensemble_generate(
     finished = torch.zeros(chains, dtype=torch.bool, device=policies.device)
     tokens: list[torch.Tensor] = []
     logps: list[torch.Tensor] = []
-    with policies.active(name) as model:
+    with policies.active(name) as model, policies.autocast():  # the run's compute dtype, as PolicySet.generate
         out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
                     logits_to_keep=1)
         next_position = positions[:, -1:] + 1
