@@ -24,9 +24,9 @@ Precision (``TrainConfig.dtype`` is the *compute* dtype): trained weights and th
 state stay float32 ("master weights"), and forwards run under ``torch.autocast`` when the
 compute dtype is lower. A bfloat16 weight near 0.02 has a spacing of ~1e-4, so storing the
 trained weights in bfloat16 silently drops most updates of a fine-tuning learning rate
-(lr 1e-6 moves a weight by ~1e-6 per Adam step). Inside one autocast region transformers'
-weights are cast once and cached, so a generation call works from a transient bfloat16
-copy of the weights (speed) while the stored parameters stay float32. Frozen weights (the
+(lr 1e-6 moves a weight by ~1e-6 per Adam step). Inside one autocast region torch casts
+each float32 weight once and caches the copy, so a generation call works from a transient
+bfloat16 copy of the weights (speed) while the stored parameters stay float32. Frozen weights (the
 LoRA base model, the KL reference) are stored in the compute dtype: they never take an update.
 With a float32 compute dtype nothing is cast and no autocast region is entered.
 
