@@ -282,7 +282,7 @@ def test_hidden_tests_with_known_calls_run_on_the_host_on_the_codes_replies():
     problem = humaneval().get(ADD_PROBLEM)
     suite = Suite(problem, "def add(x, y):\n    return x + y", problem.tests, trusted=True)
     jobs = one_process_jobs([suite], [[None] * len(problem.tests)])
-    stdin = answer_stdin(suite, list(jobs[0][2].values()), 2.0)
+    stdin = answer_stdin(suite, list(jobs[0][2]), 2.0)
     assert "assert" not in stdin and "assert" not in ANSWER_PROGRAM
     for test in problem.tests:
         assert test.check not in stdin

@@ -43,6 +43,7 @@ from __future__ import annotations
 import ast
 import base64
 import builtins
+import copy
 import functools
 import inspect
 import json
@@ -73,12 +74,11 @@ _LOAD_DRIVER = f"marshal.loads(zlib.decompress(binascii.a2b_base64({base64.b64en
 DRIVER_PROGRAM = f"import binascii, marshal, zlib\nexec({_LOAD_DRIVER})\n"
 #: The program of a one-process run (:func:`pettingllm_envs.code.driver.answer_calls`):
 #: only the parts of the driver that mode uses, so that it loads as fast as a bare program.
-_ANSWER_PARTS = (driver.Unsupported, driver.ProtocolError, driver.to_wire, driver.from_wire, driver.perturb,
-                 driver.encode, driver.read_exactly, driver.read_frame, driver.code_line, driver.answer,
-                 driver.load_candidate, driver.answer_calls)
+_ANSWER_PARTS = (driver.read_exactly, driver.read_frame, driver.code_line, driver.load_candidate, driver.answer_calls,
+                 driver.answer_repr)
 ANSWER_SOURCE = "\n\n".join([
-    "from __future__ import annotations\nimport builtins, json, marshal, os, resource, sys, traceback, types",
-    f"FRAME_DIGITS = {driver.FRAME_DIGITS}\nBIG_INT = {driver.BIG_INT}",
+    "from __future__ import annotations\nimport ast, builtins, json, marshal, os, resource, sys, traceback, types",
+    f"FRAME_DIGITS = {driver.FRAME_DIGITS}",
     *(inspect.getsource(part) for part in _ANSWER_PARTS), "answer_calls()\n"])
 _ANSWER_CODE = zlib.compress(marshal.dumps(compile(ANSWER_SOURCE, "answer.py", "exec", optimize=2)), 9)
 ANSWER_PROGRAM = ("import binascii, marshal, zlib\n"
@@ -99,8 +99,8 @@ class Outcome:
     timeout); empty when it passed. Bounded by ``shown_chars``."""
 
 
-#: A one-process run: (suite index, its tests' indices, the calls they make by key).
-OneProcessJob = tuple[int, list[int], dict[str, list]]
+#: A one-process run: (suite index, its tests' indices, the calls they make, in order).
+OneProcessJob = tuple[int, list[int], dict[str, None]]
 
 
 @dataclass(frozen=True)
@@ -252,26 +252,38 @@ def host_namespace(problem: CodeProblem, candidate: Callable[..., Any]) -> dict[
     return namespace
 
 
+def call_text(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """A call as the one-process run reads it (and its key): ``repr((args, kwargs))``."""
+    return repr((args, kwargs))
+
+
 @functools.lru_cache(maxsize=8192)
-def recorded_calls(problem: CodeProblem, test: AssertTest) -> tuple[tuple[str, list], ...] | None:
-    """The calls a trusted test makes, found by running it on the host with
-    :class:`Anything` as every result; None when they cannot be known in advance."""
-    calls: dict[str, list] = {}
+def recorded_calls(problem: CodeProblem, test: AssertTest) -> tuple[str, ...] | None:
+    """The calls a trusted test makes (:func:`call_text`), found by running it on the host
+    with :class:`Anything` as every result; None when they cannot be known in advance (an
+    argument built from a result, or one that ``repr`` does not carry: NaN, frozenset...)."""
+    calls: dict[str, None] = {}
 
     def candidate(*args: Any, **kwargs: Any) -> Any:
-        wire = [[driver.to_wire(a) for a in args], {str(k): driver.to_wire(v) for k, v in kwargs.items()}]
-        calls.setdefault(driver.call_key(*wire), wire)
+        text = call_text(args, kwargs)
+        try:
+            same = ast.literal_eval(text) == (args, kwargs)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            same = False
+        if not same:
+            raise NotAnswered
+        calls.setdefault(text)
         if len(calls) > MAX_RECORDED_CALLS:
             raise TooManyCalls
         return Anything()
 
     try:
         exec(compiled(test_source(test), "test.py"), host_namespace(problem, candidate))
-    except (driver.Unsupported, TooManyCalls, RecursionError, MemoryError):
+    except (NotAnswered, TooManyCalls, RecursionError, MemoryError):
         return None
     except Exception:  # a test may fail on the placeholders: the calls it made so far are the ones known
         pass
-    return tuple(calls.items())
+    return tuple(calls)
 
 
 def test_source(test: AssertTest) -> str:
@@ -345,29 +357,35 @@ def compiled(source: str, filename: str) -> types.CodeType:
     return compile(source, filename, "exec", dont_inherit=True)
 
 
-def answer_stdin(suite: Suite, calls: list[list], timeout: float) -> str:
+def answer_stdin(suite: Suite, calls: list[str], timeout: float) -> str:
     problem = suite.problem
     return frame({"preamble": compiled_hex(problem.preamble, "prompt.py")[0],
                   "code": compiled_hex(suite.code, "solution.py")[0], "entry_point": problem.entry_point,
-                  "perturb": suite.perturb, "calls": calls, "cpu_seconds": math.ceil(timeout)})
+                  "calls": calls, "cpu_seconds": math.ceil(timeout)})
 
 
 def read_replies(result: ExecutionResult, count: int) -> tuple[str | None, list[Any] | None]:
-    """The load failure (if any) and the replies of a one-process run; None for both when
-    the run did not answer every call in order (it crashed, hung, overflowed its output)."""
+    """The load failure (if any) and the replies of a one-process run, read with
+    ``ast.literal_eval`` (plain data only); None for both when the run did not answer every
+    call readably and in order (it crashed, hung, overflowed its output, returned a value
+    ``repr`` does not carry)."""
     if result.returncode != 0 or result.timed_out or result.stop_reason is not None:
         return None, None
     try:
-        lines = [json.loads(line) for line in result.stdout.splitlines()]
-    except (ValueError, RecursionError):
+        lines = [ast.literal_eval(line) for line in result.stdout.split("\n")[:-1]]
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None, None
-    if not lines or type(lines[0]) is not list or not lines[0]:
+    if not lines or type(lines[0]) is not tuple or not lines[0]:
         return None, None
     if lines[0][0] == "failed" and len(lines) == 1 and len(lines[0]) == 2:
         return str(lines[0][1]), None
-    if lines[0] != ["loaded"] or len(lines) != count + 1:
+    if lines[0] != ("loaded",) or len(lines) != count + 1:
         return None, None
-    return None, lines[1:]
+    replies = lines[1:]
+    if not all(type(r) is tuple and ((len(r) == 2 and r[0] == "ok") or (len(r) == 3 and r[0] == "raise"
+                                     and type(r[1]) is str and type(r[2]) is str)) for r in replies):
+        return None, None
+    return None, replies
 
 
 def answer_on_host(problem: CodeProblem, test: AssertTest, replies: dict[str, Any], limit: int) -> Outcome | None:
@@ -378,18 +396,16 @@ def answer_on_host(problem: CodeProblem, test: AssertTest, replies: dict[str, An
     spoiled: list[str] = []
 
     def candidate(*args: Any, **kwargs: Any) -> Any:
-        wire = [[driver.to_wire(a) for a in args], {str(k): driver.to_wire(v) for k, v in kwargs.items()}]
-        reply = replies.get(driver.call_key(*wire))
+        reply = replies.get(call_text(args, kwargs))
         if reply is None:
             raise NotAnswered
-        kind, value = driver.interpret_reply(reply)
-        if kind == "ok":
-            seen.append((args, value))
-            return value
-        if kind == "raise":
-            raise value
-        spoiled.append(value)
-        raise driver.Spoiled(value)
+        if reply[0] == "ok":
+            seen.append((args, reply[1]))
+            return copy.deepcopy(reply[1])  # a test that mutates a result must not change a later call's
+        error = driver.builtin_exception(reply[1], reply[2])
+        if isinstance(error, driver.Spoiled):
+            spoiled.append(str(error))
+        raise error
 
     try:
         exec(compiled(test_source(test), "test.py"), host_namespace(problem, candidate))
@@ -409,14 +425,15 @@ def one_process_jobs(suites: Sequence[Suite], outcomes: list[list[Outcome | None
     (recorded on the host) and those calls, for the tests not decided yet."""
     jobs = []
     for i, suite in enumerate(suites):
-        if not suite.trusted or compiled_hex(suite.code, "solution.py")[0] is None:
+        if not suite.trusted or suite.perturb or compiled_hex(suite.code, "solution.py")[0] is None:
             continue
-        known, calls = [], {}
+        known: list[int] = []
+        calls: dict[str, None] = {}
         for j, test in enumerate(suite.tests):
             recorded = recorded_calls(suite.problem, test) if isinstance(test, AssertTest) else None
             if outcomes[i][j] is None and recorded is not None:
                 known.append(j)
-                calls.update(recorded)
+                calls.update(dict.fromkeys(recorded))
         if known:
             jobs.append((i, known, calls))
     return jobs
@@ -441,7 +458,7 @@ def answer_in_one_process(suites: Sequence[Suite], outcomes: list[list[Outcome |
     """Judge the trusted tests whose calls are known in advance with one process per suite
     that only answers those calls (no driver, no fork: the cheapest run), on its own."""
     jobs = one_process_jobs(suites, outcomes)
-    stdins = [answer_stdin(suites[i], list(calls.values()), timeout) for i, _, calls in jobs]
+    stdins = [answer_stdin(suites[i], list(calls), timeout) for i, _, calls in jobs]
     results = execute_many([ANSWER_PROGRAM] * len(jobs), stdins=stdins, workers=workers,
                            timeout=timeout + RUN_SLACK_SECONDS, memory_mb=memory_mb)
     for job, result in zip(jobs, results, strict=True):
@@ -449,7 +466,7 @@ def answer_in_one_process(suites: Sequence[Suite], outcomes: list[list[Outcome |
 
 
 def one_process_inputs(suite: Suite, job: OneProcessJob, timeout: float) -> tuple[str, str]:
-    return ANSWER_PROGRAM, answer_stdin(suite, list(job[2].values()), timeout)
+    return ANSWER_PROGRAM, answer_stdin(suite, list(job[2]), timeout)
 
 
 def one_process_done(job: OneProcessJob, suite: Suite, outcomes: list[list[Outcome | None]],
