@@ -306,6 +306,15 @@ def test_hidden_tests_with_known_calls_run_on_the_host_on_the_codes_replies():
     assert all(o.passed for o in judge_many(nested, [(suite.code, t) for t in nested.tests]))
 
 
+def test_results_repr_cannot_carry_go_to_the_driver():
+    """NaN, infinities and frozensets have no literal ``repr``: the one-process run's
+    replies are unreadable, so the driver judges those tests (and gets them right)."""
+    problem = add_problem_with_tests("assert candidate(0, 1) == 1", "assert candidate(2, 2) != candidate(2, 2)",
+                                     "assert candidate(1, 1) == frozenset({2})")
+    code = "def add(x, y):\n    return {(0, 1): 1, (2, 2): float('nan'), (1, 1): frozenset({2})}[(x, y)]"
+    assert [o.passed for o in judge_many(problem, [(code, t) for t in problem.tests])] == [True, True, True]
+
+
 def test_codec_keeps_plain_data_and_refuses_everything_else():
     values = [None, True, 0, -5, 2**70, -(2**200), 1.5, float("inf"), -0.0, 2j + 1, "x\u00e9\ud800", b"\x00\xff",
               [1, [2, (3, {4: frozenset({5})})]], {"a": {1, 2}, (1, "b"): [None]}, (), [], {}, set()]

@@ -82,6 +82,19 @@ class Fake:
 def add(x, y):
     return Fake()
 """,
+    "repr_injection": """
+class Forged:
+    def __repr__(self): return "0)\\n('ok', 1"
+    def __eq__(self, other): return True
+def add(x, y):
+    return Forged()
+""",
+    "huge_repr": """
+class Huge:
+    def __repr__(self): return "[" * 100000 + "]" * 100000
+def add(x, y):
+    return Huge()
+""",
     "system_exit_from_eq": """
 class Exit:
     def __eq__(self, other): raise SystemExit(0)
