@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pettingllm_envs.code import stdio_problems
 from pettingllm_envs.code.code_env import judge_many, parse_tests, raw_env
 from pettingllm_envs.code.datasets import AssertTest, builtin_stdio, humaneval
 
@@ -271,16 +272,19 @@ def add(x, y):
 
 def test_stdio_programs_cannot_print_the_expected_output_read_from_the_project():
     problem = builtin_stdio().problems[0]
-    cheat = """
-import sys
+    cheat = f"""
+import glob, runpy, sys
 given = sys.stdin.read()
 try:
     from pettingllm_envs.code.stdio_problems import PROBLEMS
 except ImportError:
-    import glob, runpy
     PROBLEMS = ()
-    for path in glob.glob("/**/pettingllm_envs/code/stdio_problems.py", recursive=True):
-        PROBLEMS = runpy.run_path(path)["PROBLEMS"]
+    paths = [{stdio_problems.__file__!r}] + [p for d in sys.path for p in glob.glob(d + "/pettingllm_envs/code/*.py")]
+    for path in paths:
+        try:
+            PROBLEMS = runpy.run_path(path)["PROBLEMS"]
+        except (OSError, KeyError):
+            pass
 for record in PROBLEMS:
     for test in record["tests"]:
         if test["input"] == given:
