@@ -14,7 +14,8 @@ Tests are grouped into runs by who wrote them:
   known in advance need no driver. The host first *records* a test's calls by running it
   with :class:`Anything` as every result (all 1133 HumanEval tests qualify; a test whose
   arguments depend on a result does not). One run per code is then just the code
-  answering those calls (arguments in, replies out, in the codec; :data:`ANSWER_PROGRAM`),
+  answering those calls (arguments in, replies out as ``repr``, read back here with
+  ``ast.literal_eval``, which builds plain data only; :data:`ANSWER_PROGRAM`),
   and the host runs the tests on the decoded replies (:func:`answer_on_host`); a test gets
   a private ``random`` seeded with :data:`HOST_RANDOM_SEED` both times, so it replays the
   calls it recorded. The run never holds a test or an expected value, and the verdict is
