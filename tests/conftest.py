@@ -26,6 +26,26 @@ def smollm2_dir() -> Path:
         pytest.skip(str(missing))
 
 
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """The tiny offline byte-level model (:mod:`trainers.tiny_model`), written once per session;
+    tests read it and never write into it."""
+    pytest.importorskip("transformers")
+    from trainers.tiny_model import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("tiny_model"))
+
+
+@pytest.fixture
+def toy(monkeypatch) -> str:
+    """Register the toy env (``tests/toy_env.py``) for this test only, so the registry-wide
+    tests never see it; returns its id."""
+    from pettingllm_envs.registry import ENV_MODULES
+
+    monkeypatch.setitem(ENV_MODULES, "toy_bytes_v0", "toy_env")
+    return "toy_bytes_v0"
+
+
 @pytest.fixture(autouse=True)
 def _process_state_is_left_as_found():
     """Fail any test that changes process-wide torch settings (threads, default dtype, grad

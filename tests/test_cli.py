@@ -249,14 +249,6 @@ def test_ctrl_c_in_play_is_one_line():
 
 
 # ----------------------------------------------------------- trainer commands
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    pytest.importorskip("transformers")
-    from trainers.tiny_model import write_tiny_model
-
-    return write_tiny_model(tmp_path_factory.mktemp("tiny_model"))
-
-
 def smoke_args(model: Path, run: Path, *extra: str) -> list[str]:
     return ["train", "--env", "plan_path_v0", "--model", str(model), "--steps", "1", "--run-dir", str(run),
             "--max-new-tokens", "4", "--n-samples", "2", "--problems-per-step", "1", "--env-kwargs",

@@ -12,7 +12,6 @@ from trl import GRPOConfig, GRPOTrainer
 
 from pettingllm_envs.integrations import RoleEnv
 from pettingllm_envs.policies import scripted_policy
-from pettingllm_envs.registry import ENV_MODULES
 from trainers.tiny_model import write_tiny_model
 from trainers.trl_adapter import EnvRoleReward, completion_text, role_prompt_dataset
 
@@ -43,11 +42,6 @@ def test_prompts_are_the_roles_first_chat_messages_and_rewards_come_from_the_env
     assert rewards == expected
     assert rewards[0] > 0 and rewards[1] > 0 and rewards[2] < 0  # solved, solved, format penalty
     assert logged == {"plan_path_v0/planner/success": pytest.approx(2 / 3)}
-
-
-@pytest.fixture
-def toy(monkeypatch):
-    monkeypatch.setitem(ENV_MODULES, TOY, "toy_env")
 
 
 @pytest.mark.slow

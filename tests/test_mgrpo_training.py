@@ -13,13 +13,6 @@ from trainers.mgrpo.train import MGRPOConfig, RolePolicy, run_local, run_two_pro
 ENV = {"max_delegations": 1, "max_main_steps": 2, "max_tool_calls": 0}
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    from trainers.tiny_model import write_tiny_model
-
-    return write_tiny_model(tmp_path_factory.mktemp("tiny_model"))
-
-
 def small_config(model_dir, run_dir, **overrides) -> MGRPOConfig:
     values = {"model": str(model_dir), "run_dir": str(run_dir), "env_kwargs": ENV, "prefill": {"main": "DELEGATE: "},
               "questions_per_step": 1, "rollouts": 3, "d_max": 2, "max_new_tokens": 4, "max_prompt_tokens": 256,

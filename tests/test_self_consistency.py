@@ -86,13 +86,6 @@ def test_behaviour_program_prints_one_line_per_probe():
     assert "print(repr(f(2)))" in program and "print(repr(f(0)))" in program
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    from trainers.tiny_model import write_tiny_model
-
-    return write_tiny_model(tmp_path_factory.mktemp("tiny_model"))
-
-
 def test_evaluation_on_math_with_the_tiny_model(tiny_model_dir):
     import torch
 

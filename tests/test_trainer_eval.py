@@ -9,7 +9,6 @@ import math
 import pytest
 import torch
 
-from pettingllm_envs.registry import ENV_MODULES
 from trainers.config import TrainConfig
 from trainers.evaluation import Z95, evaluation_metrics, mean_half_width, wilson_interval
 from trainers.train import Trainer
@@ -18,19 +17,6 @@ TOY = "toy_bytes_v0"
 #: Half of the tiny model's byte tokens are right for either role: a policy near chance
 #: succeeds (both roles right) about a quarter of the time.
 HALF = "".join(chr(c) for c in range(128))
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    from trainers.tiny_model import write_tiny_model
-
-    return write_tiny_model(tmp_path_factory.mktemp("tiny_model"))
-
-
-@pytest.fixture
-def toy(monkeypatch):
-    monkeypatch.setitem(ENV_MODULES, TOY, "toy_env")
-    return TOY
 
 
 def config(model_dir, run_dir, **overrides) -> TrainConfig:

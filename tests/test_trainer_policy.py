@@ -19,13 +19,6 @@ from trainers.config import TrainConfig
 from trainers.policy import TRUNCATION_MARKER, PolicySet, sample_categorical, stop_token_ids
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    from trainers.tiny_model import write_tiny_model
-
-    return write_tiny_model(tmp_path_factory.mktemp("tiny_model"))
-
-
 def plain_logprobs(policies: PolicySet, model, prompt: list[int], completion: list[int]) -> torch.Tensor:
     """One row, no padding, no cache: log-probs of ``completion`` after ``prompt``."""
     ids = torch.tensor([prompt + completion])

@@ -28,13 +28,6 @@ def toy(monkeypatch):
     return lambda **kw: (lambda: pettingllm_envs.make(TOY, **kw))
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    from trainers.tiny_model import write_tiny_model
-
-    return write_tiny_model(tmp_path_factory.mktemp("tiny_model"))
-
-
 @dataclass
 class Text:
     text: str

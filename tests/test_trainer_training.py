@@ -19,20 +19,6 @@ from trainers.train import Trainer
 TOY = "toy_bytes_v0"
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    from trainers.tiny_model import write_tiny_model
-
-    return write_tiny_model(tmp_path_factory.mktemp("tiny_model"))
-
-
-@pytest.fixture
-def toy(monkeypatch):
-    """Register the toy env for this test only (tests/test_registry_envs.py must not see it)."""
-    monkeypatch.setitem(ENV_MODULES, TOY, "toy_env")
-    return TOY
-
-
 def toy_config(model_dir, run_dir, **overrides) -> TrainConfig:
     values = {
         "env": TOY, "model": str(model_dir), "run_dir": str(run_dir), "max_new_tokens": 1,

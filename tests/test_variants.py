@@ -26,13 +26,6 @@ from trainers.variants import PromptConditionedTrainer, condition, ensemble_gene
 TOY = "toy_bytes_v0"
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    from trainers.tiny_model import write_tiny_model
-
-    return write_tiny_model(tmp_path_factory.mktemp("tiny_model"))
-
-
 # ------------------------------------------------------------------ pure parts
 
 

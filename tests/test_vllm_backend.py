@@ -15,7 +15,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pettingllm_envs.registry import ENV_MODULES  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.seeding import SEED_BITS, RequestSeeds, derive_seed  # noqa: E402
 from trainers.vllm_backend import (  # noqa: E402
@@ -37,12 +36,6 @@ def tiny(tmp_path_factory):
     from trainers.tiny_model import write_tiny_model
 
     return write_tiny_model(tmp_path_factory.mktemp("tiny"), hidden_size=128)
-
-
-@pytest.fixture
-def toy(monkeypatch):
-    monkeypatch.setitem(ENV_MODULES, TOY, "toy_env")
-    return TOY
 
 
 def toy_config(model, run_dir, **overrides) -> TrainConfig:
