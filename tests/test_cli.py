@@ -367,6 +367,22 @@ def test_plots_have_integer_steps_distinct_curves_and_legends_off_the_curves():
         assert legend.y1 <= ax.get_window_extent(renderer).y0  # under the panel, over no curve
 
 
+def test_the_held_out_success_is_drawn_with_its_interval_as_a_band():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from matplotlib.collections import PolyCollection
+
+    from trainers.plot import draw_metrics
+
+    rows = [{"step": s, "tree/success_rate": 0.5, "eval/success_rate": 0.2, "eval/success_ci_low": 0.1,
+             "eval/success_ci_high": 0.35} for s in (2, 4, 6)]
+    ax = next(a for a in draw_metrics(rows, "run").axes if a.get_title() == "success rate")
+    assert sorted(line.get_label() for line in ax.lines) == ["eval/success_rate", "tree/success_rate"]
+    (band,) = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert min(ys) == pytest.approx(0.1) and max(ys) == pytest.approx(0.35)
+
+
 def test_the_plain_progress_bar_without_tqdm_writes_one_line_to_a_log():
     stream = io.StringIO()  # not a terminal: no carriage returns, one line at the end
     with PlainBar(4, "bench", "episodes", stream) as bar:

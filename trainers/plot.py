@@ -14,8 +14,7 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reward", ("reward/mean", "reward/agent/")),
     ("reward per turn", ("reward/turn/",)),
     # The tree's rate is the best-of-N search's, not the policy's: drawn with, never as, eval/success_rate.
-    ("success rate", ("eval/success_rate", "eval/success_ci_low", "eval/success_ci_high", "tree/success_rate",
-                      "rollout/success_rate")),
+    ("success rate", ("eval/success_rate", "tree/success_rate", "rollout/success_rate")),
     ("degenerate groups", ("groups/degenerate_frac",)),
     ("PPO: clip fraction and KL", ("clip_frac", "kl")),
     ("seconds per step", ("time/generate", "time/env", "time/update")),
@@ -25,6 +24,9 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
 def read_metrics(path: Path) -> list[dict[str, float]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
+
+#: Curves drawn with a shaded band between two other metrics (their 95 % interval).
+BANDS: dict[str, tuple[str, str]] = {"eval/success_rate": ("eval/success_ci_low", "eval/success_ci_high")}
 
 #: Marker and line style of the i-th curve of a panel: curves that coincide (a per-agent reward
 #: equal to the mean, KL at 0 beside a clip fraction at 0) stay distinguishable.
@@ -66,9 +68,15 @@ def draw_metrics(rows: list[dict[str, float]], title: str) -> Any:
         for i, key in enumerate(panel_keys):
             points = [(row["step"], row[key]) for row in rows if key in row]
             marker, style = STYLES[i % len(STYLES)]
-            ax.plot([p[0] for p in points], [p[1] for p in points], linestyle=style, marker=marker,
-                    markersize=max(3.0, 7.0 - i), markerfacecolor="none" if i else None,
-                    markevery=max(1, len(points) // 25), label=key)
+            (line,) = ax.plot([p[0] for p in points], [p[1] for p in points], linestyle=style, marker=marker,
+                              markersize=max(3.0, 7.0 - i), markerfacecolor="none" if i else None,
+                              markevery=max(1, len(points) // 25), label=key)
+            if key in BANDS:
+                low, high = BANDS[key]
+                band = [(row["step"], row[low], row[high]) for row in rows if low in row and high in row]
+                if band:
+                    ax.fill_between([b[0] for b in band], [b[1] for b in band], [b[2] for b in band],
+                                    color=line.get_color(), alpha=0.2, label=f"{key} 95 % CI")
         ax.set_title(panel)
         ax.set_xlabel("step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
