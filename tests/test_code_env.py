@@ -388,15 +388,18 @@ MIXED_TESTS = fence("assert add(1, 2) == 3\nassert add(7, 1) == 8\nassert add(1,
 
 
 def test_coder_reward_varies_with_its_code():
+    """The coder is paid the change of its pass rate on the tester's valid tests: from 0.5
+    (the wrong code against the catching tests, paid on the tester's step) to 1 or 0.5."""
     env = fresh()
     env.step(WRONG_ADD)
     env.step(CATCHING_TESTS)  # the wrong code fails add(7, 1)
+    assert env.local_state("coder") == 0.5 and last(env, "coder")["reward_local"] == 0.0
     rewards = {}
     for name, action in {"correct": CORRECT_ADD, "wrong": WRONG_ADD, "junk": "I would add them."}.items():
         branch = copy.deepcopy(env)
         branch.step(action)
         rewards[name] = last(branch, "coder")
-    assert rewards["correct"]["reward_local"] == 1.0 and rewards["wrong"]["reward_local"] == 0.5
+    assert rewards["correct"]["reward_local"] == 1.0 - 0.5 and rewards["wrong"]["reward_local"] == 0.5 - 0.5
     assert rewards["correct"]["team_state"] == 1.0 > rewards["wrong"]["team_state"] > 0
     assert rewards["junk"]["reward_local"] == -env.config.format_penalty and not rewards["junk"]["valid"]
     assert rewards["correct"]["reward"] > rewards["wrong"]["reward"] > rewards["junk"]["reward"]
@@ -414,6 +417,87 @@ def test_tester_reward_varies_with_its_tests():
     bug_credit = env.config.bug_credit
     assert rewards == pytest.approx({"catching": 1.0 + bug_credit / 2, "valid": 1.0, "invalid": 0.5,
                                      "junk": -env.config.format_penalty})
+
+
+def test_tester_reward_later_in_the_episode_is_the_change_its_tests_make():
+    """From a state with tests already scored, the tester's branches differ exactly as its
+    first-step rewards do (validity, and bug credit for a test the current code fails)."""
+    env = fresh()
+    for action in (WRONG_ADD, MIXED_TESTS, WRONG_ADD):
+        env.step(action)
+    bug_credit = env.config.bug_credit
+    before = env.local_state("tester")
+    assert before == pytest.approx((2 + bug_credit) / 3)
+    rewards = {}
+    for name, action in {"catching": CATCHING_TESTS, "valid": VALID_TESTS, "invalid": INVALID_TESTS,
+                         "junk": "add should add"}.items():
+        branch = copy.deepcopy(env)
+        branch.step(action)
+        rewards[name] = last(branch, "tester")["reward_local"]
+    # "valid": the wrong code passes those tests and the episode ends; add(7, 1) was caught
+    # by MIXED_TESTS but is no longer a current test, so it is not credited.
+    assert rewards == pytest.approx({"catching": 1.0 + bug_credit / 2 - before, "valid": 1.0 - before,
+                                     "invalid": 0.5 - before, "junk": -env.config.format_penalty})
+
+
+def _play(env: raw_env, actions: list[str]) -> dict[str, float]:
+    """Step ``actions`` in turn order; each role's return (everything it was paid)."""
+    returns = dict.fromkeys(env.possible_agents, 0.0)
+    for action in actions:
+        env.step(action)
+        for agent, reward in env.rewards.items():
+            returns[agent] += reward
+    return returns
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_each_roles_return_is_its_final_potential_plus_penalties(alpha):
+    """Whatever the path (catches, junk, replaced tests, a regression, truncation), a role's
+    return is alpha * (G_final - G_start) + its final local potential - its penalties."""
+    env = fresh(alpha=alpha, max_turns=4)
+    start = env.global_reward()
+    actions = [WRONG_ADD, CATCHING_TESTS, "no code", MIXED_TESTS, fence("def add(x, y):\n    return x - y"),
+               MIXED_TESTS, WRONG_ADD, CATCHING_TESTS]
+    returns = _play(env, actions)
+    assert all(env.truncations.values()) and not any(env.terminations.values())
+    penalty = env.config.format_penalty
+    invalid = {a: sum(not r.result.valid for r in env.history if r.agent == a) for a in env.possible_agents}
+    assert invalid == {"coder": 1, "tester": 0}
+    team = alpha * (env.global_reward() - start)
+    for agent in env.possible_agents:
+        assert returns[agent] == pytest.approx(team + env.local_state(agent) - penalty * invalid[agent])
+    assert env.local_state("coder") == 0.5  # the wrong code fails add(7, 1) == 8
+    # the tester's local return: both tests valid; add(1, 2) == 3, which x - y failed, is
+    # fixed by the last code and keeps its credit, add(7, 1) == 8 is still failed: taken back
+    assert returns["tester"] - team == pytest.approx(1.0 + env.config.bug_credit / 2)
+
+
+def test_a_bug_the_coder_fixes_is_credited_and_an_unfixed_one_is_clawed_back():
+    bug_credit = fresh().config.bug_credit
+    caught = 1.0 + bug_credit / 2  # 2 valid tests, 1 caught
+    # fixed: the coder's correct code passes the catching tests, the episode ends on its step
+    fixed = fresh(alpha=0.0)
+    returns = _play(fixed, [WRONG_ADD, CATCHING_TESTS, CORRECT_ADD])
+    assert all(fixed.terminations.values()) and fixed.episode_ending
+    assert returns["tester"] == pytest.approx(caught) and fixed.local_state("tester") == pytest.approx(caught)
+    assert fixed.rewards["tester"] == 0.0  # the catch was paid when made; the fix keeps it
+    # unfixed: the coder keeps its wrong code until truncation; the credit is taken back there
+    unfixed = fresh(alpha=0.0, max_turns=2)
+    returns = _play(unfixed, [WRONG_ADD, CATCHING_TESTS, WRONG_ADD, CATCHING_TESTS])
+    assert all(unfixed.truncations.values())
+    assert [r.reward_local for r in unfixed.history if r.agent == "tester"] == pytest.approx([caught, -bug_credit / 2])
+    assert returns["tester"] == pytest.approx(1.0)  # validity only, as if it had caught nothing
+    # the same tester actions with a correct last code: the coder failing never pays more
+    corrected = fresh(alpha=0.0, max_turns=2)
+    returns_corrected = _play(corrected, [WRONG_ADD, CATCHING_TESTS, CORRECT_ADD])
+    assert returns_corrected["tester"] > returns["tester"]
+    # a caught test dropped and written again is still caught; a test no code failed is not credited
+    restored = fresh(alpha=0.0, max_turns=3)
+    returns = _play(restored, [WRONG_ADD, CATCHING_TESTS, WRONG_ADD, fence("assert add(6, 0) == 6"),
+                               fence("def add(x, y):\n    return 0 if x == 6 else x + y"), MIXED_TESTS])
+    assert all(restored.terminations.values())
+    assert restored.local_state("tester") == pytest.approx((2 + bug_credit) / 3)
+    assert returns["tester"] == pytest.approx((2 + bug_credit) / 3)
 
 
 def test_agreement_terminates_and_success_needs_the_hidden_tests():
@@ -471,6 +555,10 @@ def test_deep_copies_share_dataset_and_cache():
     assert clone.dataset is env.dataset and clone.cache is env.cache
     clone.step(CORRECT_ADD)
     assert env.code is None and clone.code is not None
+    clone.step(CATCHING_TESTS)
+    env.step(WRONG_ADD)
+    env.step(CATCHING_TESTS)  # a catch in one branch is not seen by its copy
+    assert len(env.caught) == 1 and not clone.caught and clone.local_state("tester") == 1.0
 
 
 def test_config_validation():

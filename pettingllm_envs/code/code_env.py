@@ -10,10 +10,14 @@
 | tester's action     | function style: a ```` ```python ```` block of `assert` statements;       |
 |                     | stdio style: `<input>...</input><output>...</output>` pairs               |
 | Global reward       | change of G, the pass rate of the coder's code on the hidden tests        |
-| Local reward        | coder: pass rate on the tester's valid tests; tester: share of its tests  |
-|                     | that are valid + `bug_credit` * share of valid tests the code fails       |
-| Reward bounds       | coder local in [-format_penalty, 1]; tester local in                      |
-|                     | [-format_penalty, 1 + bug_credit]; global in [0, 1]                       |
+| Local reward        | after every step, the change of each role's potential L (`local_state`):  |
+|                     | coder: pass rate of its code on the tester's valid tests; tester: share   |
+|                     | of its tests that are valid + `bug_credit` * share credited for bugs      |
+| Reward bounds       | coder L in [0, 1], tester L in [0, 1 + bug_credit]; per step, the change  |
+|                     | of L minus `format_penalty` on an invalid action: coder local in          |
+|                     | [-1 - format_penalty, 1], tester in [-(1 + bug_credit) - format_penalty,  |
+|                     | 1 + bug_credit]; over an episode each role's locals sum to its final L    |
+|                     | minus its penalties; G in [0, 1] (its change in [-1, 1])                  |
 | Penalties           | format (no code block / no parseable test): `-format_penalty` local       |
 | Termination         | the coder's code passes every valid tester test (at least one)            |
 | Truncation          | `max_turns` turns (default 4)                                             |
@@ -24,8 +28,8 @@ code, so its bug-finding credit is measured against real code and its tests can 
 that code's mistakes; the coder then answers those failures in the next turn. (Tester
 first would make turn 1's tests blind and leave the coder's first answer unchecked by
 anything but hidden tests.) Consequently the coder's local reward is 0 in turn 1 (no
-tests yet); its reward there still moves with its action through the global term and the
-format penalty.
+tests yet: its potential stays 0); its reward there still moves with its action through
+the global term and the format penalty.
 
 **Which tester tests count ("valid").** A test is one top-level statement that contains
 an ``assert`` and names the function (``candidate`` or its name); other statements are
@@ -43,31 +47,48 @@ checks (``isinstance(f(1), int)``), asserts swallowed by ``try/except`` and test
 never call the function earn nothing: they pass whatever the function returns. Constant
 asserts, asserts that never name the function and exact duplicates of an earlier test are
 dropped but still count in the denominator (``ignored_asserts``); tests beyond
-``max_tests`` are ignored. The tester's local reward is ``valid / (tests + ignored) +
-bug_credit * caught / (tests + ignored)`` where ``caught`` counts valid tests the coder's
-current code fails: repeating or enumerating tests cannot raise it above ``1 +
-bug_credit``, and a wrong or empty action (0 or ``-format_penalty``) never earns more
-than a valid test.
+``max_tests`` are ignored.
+
+**Local rewards are changes of a potential** (the base class's ``local_state`` hook): after
+every step, whoever acts, each role is paid the change of its potential L; its own action's
+local reward carries only the format penalty. So a role's local return is its L at the end
+of the episode (L starts at 0) minus its penalties, and AT-GRPO's per-step signal is
+unchanged: the N branches of a group share L before the action, so each branch's local
+reward is its L after the action minus a constant.
+
+* *Coder*: L = the pass rate of its current code on the tester's current valid tests (0
+  with no code or no valid test). On its step it is paid the change its new code makes;
+  on the tester's step, the change the new tests make to its code's pass rate.
+* *Tester*: L = ``valid / (tests + ignored) + bug_credit * credited / (tests + ignored)``,
+  over its current tests (the latest that parsed; ``ignored`` as above). A test is
+  *caught* once some code of this episode has failed it while it was valid: when the
+  tester submits it against the current code, or when the coder submits code that fails
+  it. The episode keeps the set of caught tests (by test, so a test dropped and written
+  again later is still caught). While the episode runs, ``credited`` counts the current
+  tests that are caught, so the tester's own step is paid at once for the bugs its tests
+  find (AT-GRPO's signal); at the step that ends the episode (termination or truncation,
+  ``episode_ending``) it counts only the current caught tests that the final code passes:
+  *fixed* bugs. Credit for a bug the coder never fixed is taken back at that step. Only
+  current tests count, each at most once and every one in the denominator, so credited
+  <= valid <= tests + ignored: repeating tests (duplicates are ignored asserts, and the
+  same tests next turn change nothing), enumerating them (``max_tests``), or replacing and
+  restoring them (a potential: going away and back nets 0) cannot raise L above ``1 +
+  bug_credit``. An empty or unparseable action keeps the previous tests (or code) and costs
+  ``format_penalty``, so it earns less than submitting them again.
 
 **Failed versus solved episodes.** The team part is the base class's potential-based
 reward (every role is paid ``alpha`` times the change of the hidden pass rate), so over an
 episode it sums to ``alpha * (G_final - G_start)`` and a failed episode never out-earns a
-solved one through it. The local parts are paid per step: the coder's pass rate on the
-tester's valid tests, the tester's valid share plus bug credit. Bug credit pays the tester
-for valid tests that the current code fails, so it pays more while the code is wrong; a
-tester cannot cause that: the coder sees only valid tests (the reference passes them, and
-they check results) with the code's own results, never invalid or vacuous ones, so the
-tester's only influence on the coder is true bug reports. AT-GRPO compares an action only
-with its siblings from the same state, so no per-step advantage rewards prolonging an
-episode. Summed over an episode the local parts are *not* bounded by the solved episode's:
-per step the coder earns at most 1 and the tester ``1 + bug_credit``, so a failed episode
-of ``max_turns`` turns can collect up to ``max_turns - 1`` (coder, whose first turn has no
-tests) and ``max_turns * (1 + bug_credit)`` (tester), against 0 and 1 for an oracle that
-solves in one turn (the episode ends on the tester's step, before the coder is paid for
-passing its tests). A return-maximising trainer would see this; closing it needs credit
-paid once per episode (as the other envs do), agreement decided on the coder's step, and
-bug credit paid only for bugs that the coder then fixed, which the base class cannot pay
-to a role that does not act again (open, see docs/security.md).
+solved one through it. The local parts are potentials too, so keeping an episode alive
+earns nothing: the coder's local return is its final pass rate on the tester's valid tests
+(at most 1, what a correct code gets: the reference passes every valid test), the
+tester's its final valid share plus ``bug_credit`` times its share of fixed bugs, minus
+penalties. The coder failing never pays the tester: a correct final code passes every
+caught test, so with the same tests it would pay the tester at least as much. What a
+failed episode can pay the tester beyond a one-turn solve (valid share, about 1) is credit
+for bugs that its tests caught and the coder fixed, while other hidden tests still fail:
+credit for real, fixed bugs, which the tester cannot create (the coder sees only valid
+tests, which the reference passes and which check results, with its code's own results).
 
 **What each role sees.** The coder: the problem, its current code and which of the
 tester's *valid* tests that code fails, with the reason (the exception and the function's
@@ -154,8 +175,9 @@ class CodeConfig(TextEnvConfig):
     max_tests: int = 16
     """The tester's tests beyond this many are ignored (and the tester is told)."""
     bug_credit: float = 0.5
-    """Tester bonus per valid test that the coder's current code fails, relative to the
-    number of tests: rewards tests that find bugs, not only tests that are correct."""
+    """Tester bonus per valid test that caught a bug (some code of the episode failed it),
+    relative to the number of tests; at the end of the episode only bugs the final code
+    fixed keep it. Rewards tests that find bugs, not only tests that are correct."""
     test_timeout: float = 5.0
     """Seconds one (code, test) program may run."""
     memory_mb: int = 512
@@ -290,7 +312,9 @@ class raw_env(TextAECEnv[CodeProblem]):
     roles = ("coder", "tester")
     config_class = CodeConfig
     config: CodeConfig
-    shared_attributes = TextAECEnv.shared_attributes | {"dataset", "cache"}
+    #: ``caught`` is episode state, but an immutable frozenset that steps rebind, never
+    #: mutate, so copies may share it (deep-copying its tests cost as much as the rest).
+    shared_attributes = TextAECEnv.shared_attributes | {"dataset", "cache", "caught"}
 
     def __init__(self, config: CodeConfig | None = None, *, render_mode: str | None = None, **overrides: Any) -> None:
         super().__init__(config, render_mode=render_mode, **overrides)
@@ -319,6 +343,8 @@ class raw_env(TextAECEnv[CodeProblem]):
         self.valid: tuple[bool, ...] = ()  # test i counts: the reference passes it and it checks results
         self.checks_nothing: tuple[bool, ...] = ()  # the reference passes test i even with its results changed
         self.outcomes: tuple[Outcome | None, ...] = ()  # the code on test i; None: invalid test or no code
+        self.ignored = 0  # the tester's asserts that count in the denominator only (see parse_tests)
+        self.caught: frozenset[Test] = frozenset()  # valid tests some code of this episode failed
 
     # --------------------------------------------------------------- running
     def run(self, jobs: Sequence[tuple[str, Test]], perturbed: Sequence[Test] = ()) -> list[Outcome]:
@@ -358,11 +384,11 @@ class raw_env(TextAECEnv[CodeProblem]):
         for i, outcome in zip(checked, mine, strict=True):
             outcomes[i] = outcome
         self.outcomes = tuple(outcomes)
+        self.caught |= {self.tests[i] for i, outcome in zip(checked, mine, strict=True) if not outcome.passed}
         passed = sum(o.passed for o in mine)
-        local = passed / len(mine) if mine else 0.0
         parsed = {"code": code, "tests_passed": passed, "tests_run": len(mine),
                   "hidden_passed": sum(o.passed for o in hidden), "hidden_total": len(hidden)}
-        return ActionResult(local, parsed=parsed)
+        return ActionResult(0.0, parsed=parsed)  # the pass rate is paid as the change of local_state
 
     def _apply_tester(self, text: str) -> ActionResult:
         cfg, problem = self.config, self.instance
@@ -387,16 +413,30 @@ class raw_env(TextAECEnv[CodeProblem]):
             outcomes = tuple(o if ok else None for o, ok in zip(on_code, valid, strict=True))
         self.tests, self.valid, self.checks_nothing = tuple(tests), valid, tuple(
             p and not c for p, c in zip(passes, checks, strict=True))
-        self.outcomes = outcomes
-        caught = sum(1 for o in outcomes if o is not None and not o.passed)
-        total = n + ignored
-        local = sum(valid) / total + cfg.bug_credit * caught / total
+        self.outcomes, self.ignored = outcomes, ignored
+        failing = {t for t, o in zip(tests, outcomes, strict=True) if o is not None and not o.passed}
+        self.caught |= failing
         parsed = {"tests": [show_test(t, cfg.shown_chars) for t in tests], "valid": sum(valid),
                   "checks_nothing": sum(self.checks_nothing), "ignored_asserts": ignored,
-                  "dropped_over_max_tests": dropped, "caught": caught}
-        return ActionResult(local, parsed=parsed)
+                  "dropped_over_max_tests": dropped, "caught": len(failing)}
+        return ActionResult(0.0, parsed=parsed)  # validity and bug credit are paid as the change of local_state
 
     # ------------------------------------------------------------ rewards
+    def local_state(self, agent: str) -> float:
+        """Each role's potential (module docstring, "Local rewards are changes of a potential")."""
+        if agent == "coder":
+            checked = [o for o in self.outcomes if o is not None]
+            return sum(o.passed for o in checked) / len(checked) if checked else 0.0
+        total = len(self.tests) + self.ignored
+        if not total:
+            return 0.0
+        caught = [outcome for test, ok, outcome in zip(self.tests, self.valid, self.outcomes, strict=True)
+                  if ok and test in self.caught]
+        if self.episode_ending:  # only fixed bugs keep their credit
+            caught = [outcome for outcome in caught if outcome is not None and outcome.passed]
+        credited = len(caught)
+        return (sum(self.valid) + self.config.bug_credit * credited) / total
+
     def global_reward(self) -> float:
         return sum(o.passed for o in self.hidden) / len(self.hidden) if self.hidden else 0.0
 
@@ -430,7 +470,8 @@ class raw_env(TextAECEnv[CodeProblem]):
                 "helpers) run before the tests that follow them. A test is valid when a correct reference "
                 "solution passes it and it checks what the function returns (it would fail if the results "
                 "were different); you earn credit for valid tests and extra credit for valid tests that "
-                f"the coder's code fails. Asserts that never call `{problem.entry_point}` on inputs and check "
+                "catch a bug in the coder's code, which you keep if the coder's final code fixes it. "
+                f"Asserts that never call `{problem.entry_point}` on inputs and check "
                 "the result, and repeated tests, earn nothing."
             )
         if agent == "coder":
@@ -443,7 +484,8 @@ class raw_env(TextAECEnv[CodeProblem]):
             f"(at most {cfg.max_tests}):\n<input>\n...standard input...\n</input>\n<output>\n"
             "...expected standard output...\n</output>\nOutputs are compared token by token. A test is "
             "valid when a correct reference solution passes it; you earn credit for valid tests and "
-            "extra credit for valid tests that the coder's code fails."
+            "extra credit for valid tests that catch a bug in the coder's code, which you keep if the "
+            "coder's final code fixes it."
         )
 
     def problem_text(self) -> str:

@@ -14,6 +14,8 @@ hook                        what it does
 ``global_reward()``         the team's task state G in [0, 1], the same for every role
 ``team_state(a)``           G from role ``a``'s side (defaults to ``global_reward()``;
                             competitive envs override it)
+``local_state(a)``          role ``a``'s own potential L, or None (the default: its local
+                            reward is its actions' ``ActionResult.local_reward`` alone)
 ``is_success()``            the task is solved (or the game won, per agent)
 ``is_done()``               the episode ends (defaults to ``is_success()``)
 ``is_truncated()``          the episode is cut short (defaults to ``max_turns`` turns)
@@ -48,6 +50,15 @@ Semantics (docs/design.md §3):
   start from one state, so paying ``G(s') - G(s)`` instead of ``G(s')`` shifts every reward
   of the group by the same ``G(s)`` and leaves the normalised advantages unchanged.
   ``last_action["team_state"]`` holds G after the action.
+* An env may pay a role's local reward the same way: when ``local_state(a)`` returns a
+  float L (for a role it must do so for the whole episode), role ``a`` is paid, after every
+  step whoever acts, the change of L, on top of its own actions' ``local_reward`` (which then
+  carries only penalties). Its local return is ``L_final - L_start`` plus those penalties,
+  so credit re-earned every step adds nothing. The acting role's ``reward_local`` is its
+  action's local reward plus its own change of L; the others get ``alpha * ΔG + ΔL`` in
+  ``rewards``. L is read after the step's termination and truncation are decided, with
+  ``episode_ending`` True when this step ends the episode, so an env can value its final
+  state differently (e.g. take back credit that only a later fix would have earned).
 * An action that is not a string, is longer than ``max_action_chars``, or that the env
   cannot parse costs ``format_penalty`` (in ``local``) and never raises.
 """
@@ -212,6 +223,9 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
         self.turn = 0
         self.history: list[ActionRecord] = []
         self.agents: list[str] = []
+        #: True from the moment a step ends the episode (set before ``local_state`` is read).
+        self.episode_ending = False
+        self._local_state: dict[str, float] | None = None
 
     # ------------------------------------------------------------------ hooks
     def generate_instance(self, rng: Any) -> InstanceT:
@@ -250,6 +264,33 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
         if type(self).team_state is TextAECEnv.team_state:  # shared by every role: compute once
             return dict.fromkeys(self.agents, float(self.global_reward()))
         return {a: float(self.team_state(a)) for a in self.agents}
+
+    def local_state(self, agent: str) -> float | None:
+        """Role ``agent``'s own potential L, whose change it is paid after every step (see
+        the module docstring), or None: its local reward is its actions' ``local_reward``.
+        Read after termination and truncation are decided; ``episode_ending`` says whether
+        this step ends the episode."""
+        return None
+
+    def _local_states(self) -> dict[str, float] | None:
+        if type(self).local_state is TextAECEnv.local_state:  # no env potential: nothing to pay
+            return None
+        states = {a: self.local_state(a) for a in self.agents}
+        return {a: float(s) for a, s in states.items() if s is not None}
+
+    def _pay_local_changes(self, agent: str) -> None:
+        """Add each role's change of L to this step's rewards, the actor's into its record."""
+        states = self._local_states()
+        assert states is not None and self._local_state is not None
+        changes = {a: state - self._local_state[a] for a, state in states.items()}
+        self._local_state = states
+        for role, change in changes.items():
+            self.rewards[role] += change
+        if agent in changes:  # records are immutable and shared by copies: replace, never mutate
+            record = self.history[-1]
+            local = record.reward_local + changes[agent]
+            self.history[-1] = dataclasses.replace(
+                record, reward_local=local, reward=self.config.alpha * record.reward_global + local)
 
     def is_success(self, agent: str | None = None) -> bool:
         raise NotImplementedError
@@ -332,8 +373,10 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
         self._acted_this_turn: set[str] = set()
         self.history = []
         self.agent_selection = self.agents[0]
+        self.episode_ending = False
         self.start_episode(self.instance)
         self._team_state = self._team_states()
+        self._local_state = self._local_states()
         self.infos = {a: self._info(a) for a in self.agents}
         if self.render_mode == "human":
             self.render()
@@ -374,6 +417,9 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
             self.terminations = dict.fromkeys(self.agents, True)
         elif self.is_truncated():
             self.truncations = dict.fromkeys(self.agents, True)
+        self.episode_ending = self.terminations[agent] or self.truncations[agent]
+        if self._local_state is not None:
+            self._pay_local_changes(agent)
         self.agent_selection = following
         self.infos = {a: self._info(a) for a in self.agents}
         self._accumulate_rewards()

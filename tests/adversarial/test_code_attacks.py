@@ -11,20 +11,28 @@ source readers, the stdin and the dataset readers all passed every hidden test.
 Tester attacks try to earn local reward with tests that check nothing, to inflate it by
 repetition, to crash the parser, or to smuggle hidden tests or the reference solution into
 the coder's observation through a failure message.
+
+Episode attacks keep an episode failing to collect per-step credit: before the local
+rewards were changes of a potential, a coder repeating a wrong answer against the oracle
+tester paid the tester ``max_turns * (1 + bug_credit)`` times its valid share (bug credit
+at every step), against its valid share when solved.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pettingllm_envs.code import stdio_problems
-from pettingllm_envs.code.code_env import judge_many, parse_tests, raw_env
+from pettingllm_envs.code.code_env import judge_many, parse_tests, raw_env, scripted_policy
 from pettingllm_envs.code.datasets import AssertTest, builtin_stdio, humaneval
+from pettingllm_envs.episodes import play_episode
 
 ADD = "HumanEval/53"  # def add(x: int, y: int); hidden tests assert candidate(0, 1) == 1, ...
 WRONG_ADD = "```python\ndef add(x, y):\n    if x >= 5:\n        return 0\n    return y + x\n```"
@@ -448,6 +456,99 @@ def test_tester_local_reward_stays_within_its_documented_bounds():
         branch.step(action)
         local = branch.infos["tester"]["last_action"]["reward_local"]
         assert -env.config.format_penalty <= local <= 1 + env.config.bug_credit
+
+
+# ------------------------------------------------------- episodes: failed never beats solved
+Policy = Callable[[str, str, dict[str, Any]], str]
+EPISODE_SEEDS = (0, 1)
+
+
+def constant(text: str) -> Policy:
+    return lambda observation, agent, info: text
+
+
+def repeat_first(policy: Policy) -> Policy:
+    """``policy``'s first action, repeated every turn whatever happens."""
+    first: list[str] = []
+
+    def act(observation: str, agent: str, info: dict[str, Any]) -> str:
+        if not first:
+            first.append(policy(observation, agent, info))
+        return first[0]
+    return act
+
+
+def another_problems_code(observation: str, agent: str, info: dict[str, Any]) -> str:
+    """A wrong answer in the right format: the reference solution of another problem."""
+    problems = humaneval().problems
+    other = next(p for p in problems if p.problem_id != info["problem_id"])
+    return fence(other.reference)
+
+
+#: Each attack's policies per role, made afresh for each episode (``repeat_first`` remembers).
+ATTACKS: dict[str, Callable[[], dict[str, Policy]]] = {
+    "junk coder": lambda: {"coder": constant("I would write it like this."), "tester": scripted_policy},
+    "wrong coder": lambda: {"coder": another_problems_code, "tester": scripted_policy},
+    "wrong coder, tester repeating its first tests": lambda: {"coder": another_problems_code,
+                                                              "tester": repeat_first(scripted_policy)},
+    "wrong coder, junk tester": lambda: {"coder": another_problems_code, "tester": constant("")},
+    "junk tester": lambda: {"coder": scripted_policy, "tester": constant("The code looks fine.")},
+    "tester repeating its first tests": lambda: {"coder": scripted_policy, "tester": repeat_first(scripted_policy)},
+}
+
+
+def _episode_returns(alpha: float | None) -> list[tuple[str, int, bool, dict[str, float], dict[str, float]]]:
+    """(attack, seed, failed, attack returns, solved returns), every local reward checked
+    against the ``Reward bounds`` row of the module docstring on the way."""
+    config = {} if alpha is None else {"alpha": alpha}
+    found = []
+    for seed in EPISODE_SEEDS:
+        solved = play_episode(raw_env(**config), scripted_policy, seed=seed)
+        assert solved.success
+        solved_returns = {a: solved.total_reward(a) for a in ("coder", "tester")}
+        for name, policies in ATTACKS.items():
+            env = raw_env(**config)
+            episode = play_episode(env, policies(), seed=seed)
+            returns = {a: episode.total_reward(a) for a in solved_returns}
+            penalties = _check_documented_bounds(env)
+            if alpha == 0.0:  # a role's local return: its final potential minus its penalties
+                assert returns == pytest.approx({a: env.local_state(a) - penalties[a] for a in returns})
+            found.append((name, seed, not episode.success, returns, solved_returns))
+    return found
+
+
+def _check_documented_bounds(env: raw_env) -> dict[str, float]:
+    """Each record's local reward and each final potential lie within the ``Reward bounds``
+    row; returns each role's penalties."""
+    cfg = env.config
+    highest = {"coder": 1.0, "tester": 1.0 + cfg.bug_credit}
+    penalties = dict.fromkeys(highest, 0.0)
+    for record in env.history:
+        assert -highest[record.agent] - cfg.format_penalty - 1e-9 <= record.reward_local <= highest[record.agent] + 1e-9
+        penalties[record.agent] += 0.0 if record.result.valid else cfg.format_penalty
+    for agent, potential in highest.items():
+        assert 0.0 <= env.local_state(agent) <= potential
+    return penalties
+
+
+def test_no_role_earns_more_locally_on_a_failed_code_episode_than_on_the_solved_one():
+    """alpha = 0: only the local potentials. A wrong coder never pays the tester for the
+    bugs it keeps (caught tests are credited at once and taken back at truncation), and the
+    coder's return is its final pass rate, at most the solved episode's 1."""
+    episodes = _episode_returns(alpha=0.0)
+    assert sum(failed for _, _, failed, _, _ in episodes) >= 2 * len(EPISODE_SEEDS)
+    for name, seed, failed, returns, solved in episodes:
+        if failed:
+            for role in returns:
+                assert returns[role] <= solved[role] + 1e-9, (name, seed, role, returns, solved)
+
+
+def test_no_role_earns_more_on_a_failed_code_episode_than_on_the_solved_one():
+    """The same with the default alpha: the team part adds alpha * (G_final - G_start)."""
+    for name, seed, failed, returns, solved in _episode_returns(alpha=None):
+        if failed:
+            for role in returns:
+                assert returns[role] <= solved[role] + 1e-9, (name, seed, role, returns, solved)
 
 
 def test_a_tester_test_cannot_tell_the_coders_code_from_the_reference():
