@@ -485,12 +485,23 @@ def another_problems_code(observation: str, agent: str, info: dict[str, Any]) ->
     return fence(other.reference)
 
 
+def partly_wrong_code(observation: str, agent: str, info: dict[str, Any]) -> str:
+    """The reference, answering None for calls whose arguments have an even-length repr:
+    passes some tests and fails others, the same way every turn."""
+    problem = humaneval().get(info["problem_id"])
+    name = problem.entry_point
+    return fence(f"{problem.reference}\n_right = {name}\n"
+                 f"def {name}(*args, **kwargs):\n"
+                 "    return _right(*args, **kwargs) if len(repr(args)) % 2 else None\n")
+
+
 #: Each attack's policies per role, made afresh for each episode (``repeat_first`` remembers).
 ATTACKS: dict[str, Callable[[], dict[str, Policy]]] = {
     "junk coder": lambda: {"coder": constant("I would write it like this."), "tester": scripted_policy},
     "wrong coder": lambda: {"coder": another_problems_code, "tester": scripted_policy},
     "wrong coder, tester repeating its first tests": lambda: {"coder": another_problems_code,
                                                               "tester": repeat_first(scripted_policy)},
+    "partly wrong coder": lambda: {"coder": partly_wrong_code, "tester": scripted_policy},
     "wrong coder, junk tester": lambda: {"coder": another_problems_code, "tester": constant("")},
     "junk tester": lambda: {"coder": scripted_policy, "tester": constant("The code looks fine.")},
     "tester repeating its first tests": lambda: {"coder": scripted_policy, "tester": repeat_first(scripted_policy)},
