@@ -9,7 +9,7 @@
 | coder's action      | a ```` ```python ```` block: the function (HumanEval) or a stdin program  |
 | tester's action     | function style: a ```` ```python ```` block of `assert` statements;       |
 |                     | stdio style: `<input>...</input><output>...</output>` pairs               |
-| Global reward       | change of G, the pass rate of the coder's code on the hidden tests        |
+| Team state G        | pass rate of the coder's code on the hidden tests (each step pays its change) |
 | Local reward        | after every step, the change of each role's potential L (`local_state`):  |
 |                     | coder: pass rate of its code on the tester's valid tests; tester: share   |
 |                     | of its tests that are valid + `bug_credit` * share credited for bugs      |
@@ -146,7 +146,7 @@ from pettingllm_envs.code.datasets import (
 )
 from pettingllm_envs.code.judge import Outcome, clip, judge_jobs, judge_many
 from pettingllm_envs.core import ActionResult, Split, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
-from pettingllm_envs.core.parsing import extract_code_block
+from pettingllm_envs.core.parsing import find_code_block
 
 __all__ = ["CodeConfig", "Outcome", "env", "format_tests", "judge_many", "parallel_env", "parse_tests", "raw_env",
            "scripted_policy", "show_test"]
@@ -283,9 +283,9 @@ def parse_tests(problem: CodeProblem, text: str) -> tuple[list[Test], int, str |
             return [], 0, "no test of the form <input>...</input> <output>...</output> was found"
         unique = list(dict.fromkeys(tests))
         return unique, len(tests) - len(unique), None
-    code = extract_code_block(text)
+    code, missing = find_code_block(text)
     if code is None:
-        return [], 0, "no ```python block with assert statements was found"
+        return [], 0, f"{missing} (the tests are assert statements in one ```python block)"
     try:
         module = ast.parse(code)
         if tree_depth(module) > MAX_TEST_DEPTH:
@@ -371,10 +371,10 @@ class raw_env(TextAECEnv[CodeProblem]):
         return self._apply_tester(text)
 
     def _apply_coder(self, text: str) -> ActionResult:
-        code = extract_code_block(text)
+        code, missing = find_code_block(text)
         if code is None:
             return ActionResult(-self.config.format_penalty, valid=False,
-                                invalid_reason="no ```python code block was found; the previous code stays")
+                                invalid_reason=f"{missing}; the previous code stays")
         problem = self.instance
         checked = [i for i, valid in enumerate(self.valid) if valid]
         results = self.run([(code, t) for t in problem.tests] + [(code, self.tests[i]) for i in checked])

@@ -262,6 +262,12 @@ def test_unclosed_code_block_is_reported_as_unclosed():
             env.step("\\boxed{0}")
         env.step("```python\nprint(1)\n")
         assert "not closed" in last(env, "tool")["invalid_reason"], env_id
+    env = pettingllm_envs.make("code_v0").unwrapped  # the coder's code and the tester's tests
+    env.reset(seed=0)
+    env.step("```python\ndef f(x):\n    return x\n")
+    assert "not closed" in env.infos["coder"]["last_action"]["invalid_reason"]
+    env.step("```python\nassert f(1) == 1\n")
+    assert "not closed" in env.infos["tester"]["last_action"]["invalid_reason"]
 
 
 # ---------------------------------------------------------------------------- math
