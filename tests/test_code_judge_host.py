@@ -7,6 +7,9 @@ import ast
 import dataclasses
 import json
 import random
+import subprocess
+import sys
+import textwrap
 import warnings
 
 from pettingllm_envs.code.datasets import AssertTest, humaneval
@@ -165,3 +168,18 @@ def test_a_code_that_answers_with_the_expected_texts_other_form_is_judged_by_val
                           memory_mb=512, workers=1, shown_chars=400)
     assert [o.passed for o in outcomes[0]] == [True, True, False]
     assert outcomes[0][2].reason == "AssertionError\nadd(3, 2) returned (1, 2)"
+
+
+def test_the_tests_asserts_hold_when_the_host_runs_python_with_O():
+    """Under ``python -O`` (or ``PYTHONOPTIMIZE``) ``compile`` drops asserts by default: a
+    wrong code then passed every replayed hidden test and every driver-run test."""
+    script = textwrap.dedent("""
+        from pettingllm_envs.code.datasets import AssertTest, humaneval
+        from pettingllm_envs.code.judge import judge_many
+        problem = humaneval().get("HumanEval/53")
+        tests = (*problem.tests, AssertTest("", "assert add(2, 3) == 5"))  # the last one is a tester's (driver)
+        print(sum(o.passed for o in judge_many(problem, [("def add(x, y):\\n    return 0", t) for t in tests])))
+    """)
+    done = subprocess.run([sys.executable, "-O", "-c", script], capture_output=True, text=True, timeout=120,
+                          check=True)
+    assert done.stdout.strip() == "0"

@@ -147,7 +147,8 @@ def compiled_hex(source: str, filename: str) -> tuple[str | None, str]:
     Cached: a test is judged against many codes, a code against many tests. Compiling
     runs none of the source."""
     try:
-        return marshal.dumps(compile(source, filename, "exec", dont_inherit=True)).hex(), ""
+        # optimize=0: a test's asserts must stay in even when the host runs with -O.
+        return marshal.dumps(compile(source, filename, "exec", dont_inherit=True, optimize=0)).hex(), ""
     except SyntaxError as error:
         where = f" (line {error.lineno} of the code)" if filename == "solution.py" and error.lineno else ""
         return None, clip(f"SyntaxError: {error.msg}{where}", 300)
@@ -309,7 +310,7 @@ def recording_code(source: str) -> types.CodeType:
     assert fails) are recorded too. Only the calls matter here: the replay runs the test
     itself, and a call it makes that was not recorded sends the test to the driver."""
     tree = ast.fix_missing_locations(AssertsEvaluated().visit(ast.parse(source)))
-    return compile(tree, "test.py", "exec", dont_inherit=True)
+    return compile(tree, "test.py", "exec", dont_inherit=True, optimize=0)
 
 
 def test_source(test: AssertTest) -> str:
@@ -380,7 +381,7 @@ def judge_stdio(test: IOTest, result: ExecutionResult, timeout: float, limit: in
 @functools.lru_cache(maxsize=8192)
 def compiled(source: str, filename: str) -> types.CodeType:
     """Trusted source (a dataset's prompt or test) compiled for running on the host."""
-    return compile(source, filename, "exec", dont_inherit=True)
+    return compile(source, filename, "exec", dont_inherit=True, optimize=0)  # asserts kept under -O
 
 
 @functools.lru_cache(maxsize=1 << 16)
