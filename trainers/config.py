@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import math
 import re
 import typing
@@ -432,31 +431,18 @@ def check_field(name: str, value: Any) -> Any:
     raise TypeError(f"no check for field {name!r} of type {tp}")
 
 
-def field_docs() -> dict[str, str]:
-    """Each field's docstring (the string literal under it), for ``--help``."""
-    import ast
-    import inspect
-
-    tree = ast.parse(inspect.getsource(TrainConfig))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for node, nxt in itertools.pairwise(body):
-        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
-            docs[node.target.id] = " ".join(str(nxt.value.value).split())  # type: ignore[union-attr]
-    return docs
-
-
 def build_parser(prog: str = "pettingllm train",
                  description: str = "Train LLM policies on an env with AT-GRPO.") -> argparse.ArgumentParser:
     """``--config FILE.yaml`` plus one ``--field-name VALUE`` option per config field. Values stay
     strings here; :meth:`TrainConfig.validate` coerces and checks them, so the command line and
     YAML share one set of rules and one kind of error (:class:`ConfigError`)."""
     from pettingllm_envs.cli.errors import ArgumentParser  # one-line errors, plain-text help
+    from pettingllm_envs.cli.options import field_docs
 
     parser = ArgumentParser(prog=prog, description=description, argument_default=argparse.SUPPRESS)
     parser.add_argument("--config", help="YAML file with config fields; command-line options override it "
                                          "(default: none, the defaults below)")
-    docs = field_docs()
+    docs = field_docs(TrainConfig)
     for f in dataclasses.fields(TrainConfig):
         tp = _FIELD_TYPES[f.name]
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]

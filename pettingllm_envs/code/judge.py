@@ -69,6 +69,7 @@ from typing import Any
 
 from pettingllm_envs.code import driver
 from pettingllm_envs.code.datasets import AssertTest, CodeProblem, IOTest, Test
+from pettingllm_envs.code.driver import clip
 from pettingllm_envs.sandbox import ExecutionResult, execute_many
 
 DRIVER_SOURCE = Path(driver.__file__).read_text(encoding="utf-8")
@@ -119,10 +120,6 @@ class Suite:
     trusted: bool = False
     """The tests are the problem's own (hidden) tests: those whose calls are all known in
     advance may run on the host, on the code's replies (:func:`answer_on_host`)."""
-
-
-def clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 15] + " [... cut ...]"
 
 
 def tokens(text: str) -> list[str]:

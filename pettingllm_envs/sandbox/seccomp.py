@@ -40,6 +40,8 @@ import platform
 import struct
 from functools import cache
 
+from pettingllm_envs.sandbox.isolation import _libc
+
 # Classic BPF opcodes (linux/filter.h, linux/bpf_common.h).
 _LD_W_ABS = 0x00 | 0x00 | 0x20
 _JEQ_K = 0x05 | 0x10
@@ -155,11 +157,6 @@ def build_filter(machine: str) -> bytes | None:
 
 class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-
-@cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
 
 
 @cache
