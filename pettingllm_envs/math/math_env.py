@@ -47,9 +47,13 @@ with any configuration in the same process.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from pettingzoo import AECEnv
+
+from pettingllm_envs.capabilities import Voting
 from pettingllm_envs.core import ActionResult, Split, TextAECEnv, make_parallel_env, split_of, wrap_env
 from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program
 from pettingllm_envs.math.datasets import FORMATS, Format, MathProblem, load_dataset_file, load_hf_dataset
@@ -307,6 +311,25 @@ def env(**config: Any) -> TextAECEnv:
 def parallel_env(**config: Any):
     """The Parallel API view: one parallel step is one agent's action (see pettingllm_envs.core)."""
     return make_parallel_env(env(**config))
+
+
+def answer_keys(env: AECEnv, agent: str, texts: Sequence[str]) -> list[str | None]:
+    """The answer each candidate action of ``agent`` gives, as the env would read it: the
+    reasoner's ``\\boxed{}``, the tool's program's printed answer (run in the sandbox); None
+    for an action the env would reject as invalid."""
+    if agent == "tool":
+        runs = [run_tool_program(text, timeout=env.unwrapped.config.tool_timeout) for text in texts]
+        return [program_answer(run.stdout) if run.failure is None else None for run in runs]
+    return [extract_boxed(text) or None for text in texts]
+
+
+def verified_equal(a: str, b: str) -> bool:
+    """Two answers are one vote when :func:`verify` finds them equal either way round
+    (``1/2`` and ``0.5``)."""
+    return verify(a, b) or verify(b, a)
+
+
+voting = Voting(keys=answer_keys, same=verified_equal)
 
 
 def scripted_policy(observation: str, agent: str, info: dict[str, Any]) -> str:
