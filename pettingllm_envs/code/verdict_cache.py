@@ -1,0 +1,64 @@
+"""Verdicts of ``code_v0`` judged once per env family: a bounded, thread-safe LRU of
+:class:`~pettingllm_envs.code.judge.Outcome` keyed by (problem, code, test, perturbed), in
+front of :func:`~pettingllm_envs.code.judge.judge_jobs`.
+
+An env and all its deep copies share one cache, so AT-GRPO's branches that write the same
+code (or the same tests) do not rerun it in the sandbox. A verdict depends only on its key
+(the judge is deterministic for a given problem, code and test), which is what makes
+sharing it between episodes sound.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from threading import Lock
+
+from pettingllm_envs.code.datasets import CodeProblem, Test
+from pettingllm_envs.code.judge import Outcome, judge_jobs
+
+__all__ = ["CacheKey", "OutcomeCache"]
+
+#: What the cache is keyed by: (problem id, code, test, perturbed results).
+CacheKey = tuple[str, str, Test, bool]
+
+
+class OutcomeCache:
+    """A bounded, thread-safe map :data:`CacheKey` -> :class:`Outcome`."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[CacheKey, Outcome] = OrderedDict()
+        self._lock = Lock()
+
+    def get(self, key: CacheKey) -> Outcome | None:
+        with self._lock:
+            outcome = self._items.get(key)
+            if outcome is not None:
+                self._items.move_to_end(key)
+            return outcome
+
+    def put(self, key: CacheKey, outcome: Outcome) -> None:
+        if self.size == 0:
+            return
+        with self._lock:
+            self._items[key] = outcome
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def judge(self, problem: CodeProblem, jobs: Sequence[tuple[str, Test]], perturbed: Sequence[Test] = (), *,
+              timeout: float, memory_mb: int, workers: int, shown_chars: int) -> list[Outcome]:
+        """Verdicts of (code, test) pairs of ``problem``, then of its reference on the
+        ``perturbed`` tests with every result it returns perturbed; cached verdicts are
+        reused, the rest (deduplicated) run in one batch."""
+        wanted = [(code, test, False) for code, test in jobs] + [(problem.reference, t, True) for t in perturbed]
+        keys: list[CacheKey] = [(problem.problem_id, code, test, flag) for code, test, flag in wanted]
+        known = {key: self.get(key) for key in keys}
+        missing = [key for key, outcome in known.items() if outcome is None]
+        outcomes = judge_jobs(problem, [(code, test, flag) for _, code, test, flag in missing],
+                              timeout=timeout, memory_mb=memory_mb, workers=workers, shown_chars=shown_chars)
+        for key, outcome in zip(missing, outcomes, strict=True):
+            known[key] = outcome
+            self.put(key, outcome)
+        return [known[key] for key in keys]  # type: ignore[misc]
