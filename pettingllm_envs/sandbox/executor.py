@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pettingllm_envs.sandbox.filesystem import PACKAGES_ENV, allowed_packages
-from pettingllm_envs.sandbox.forkserver import BOOTSTRAP, HEADER, SCRUBBED_ENV, encode_frame
+from pettingllm_envs.sandbox.forkserver.protocol import BOOTSTRAP, HEADER, SCRUBBED_ENV, encode_frame
 from pettingllm_envs.sandbox.isolation import SANDBOX_UID_BASE, SLOTS_PER_BLOCK
 
 #: Most runs in flight per server; more wait in the server's queue.

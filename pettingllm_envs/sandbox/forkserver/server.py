@@ -4,78 +4,59 @@ Starting an interpreter costs tens of milliseconds; forking a warm one that has 
 imported the usual standard-library modules costs about 1.6 ms. The executor starts one
 server per parent process (``python -I -B -c BOOTSTRAP``, with the scrubbed
 environment, so nothing secret is in its memory or its ``/proc/<pid>/environ``) and
-talks to it over its stdin/stdout with length-prefixed JSON frames.
+talks to it over its stdin/stdout with length-prefixed JSON frames
+(:mod:`~pettingllm_envs.sandbox.forkserver.protocol`).
 
 The server is single-threaded (forking a multithreaded process is unsafe) and runs one
 event loop over the control pipe, the zygote's socket and, per run, the child's
 stdout/stderr/stdin pipes and a pidfd that becomes readable when the child exits.
 
-Runs are not forked from the server itself but from its **zygote** (:class:`_Zygote`): a
-process forked from the server once, right after the warm imports and ``gc.freeze()``,
-that only waits for a request and forks. The server sends it each run's pipe ends and a
-memfd holding the program (``SCM_RIGHTS`` over a ``SOCK_SEQPACKET`` pair); the zygote
-answers with the run's pid, and later, when asked, reaps it and answers with its wait
-status. So the busy event loop no longer shares its pages with live children (each write
-to a shared page was a copy-on-write fault, about 270 per run) and no longer pays for the
-fork. The program's source reaches the run only through that memfd and its input only
-through its stdin pipe: neither the server's requests nor other runs' data are ever in the
-zygote's memory, so not in a run's.
-
-The zygote carries the seccomp filter (installed once, inherited by every run) and, when
-root, forks each run into a PID namespace of its own, whose end kills everything the run
+Runs are not forked from the server itself but from its zygote
+(:mod:`~pettingllm_envs.sandbox.forkserver.zygote`), which forks each run's process
+(:mod:`~pettingllm_envs.sandbox.forkserver.child`) on request and reaps it when told to.
+When root, each run has a PID namespace of its own, whose end kills everything the run
 left. A run's process is the zygote's child, but the server is a child subreaper (and the
 zygote is not), so without PID namespaces every process a run leaves behind is still
 re-parented to the server, where it is seen (``/proc/self/task/<tid>/children``, less the
-zygote), killed and reaped before the run's result is sent. A run's main process is reaped
+zygote), killed and reaped before the run's result is sent
+(:mod:`~pettingllm_envs.sandbox.forkserver.reaper`). A run's main process is reaped
 (by the zygote, on the server's request) only after its process group was killed, so the
-group id cannot have been reused by then. The zygote dies with the server
-(``PR_SET_PDEATHSIG``), and the runs with the zygote; if the zygote dies first (only a
-program running as the server's own uid, i.e. without root, can kill it), the server kills
-every run and exits, and the client starts a new one.
+group id cannot have been reused by then. If the zygote dies first (only a program running
+as the server's own uid, i.e. without root, can kill it), the server kills every run and
+exits, and the client starts a new one.
 
-Frames (client -> server): ``{"id", "code", "stdin", "timeout", "memory_mb",
-"max_output_bytes", "max_processes", "isolate_network"}``, plus ``"batch"`` and
-``"batch_workers"`` for the runs of one ``execute_many`` call: at most that many of their
-programs run at once (the next one starts as soon as a program's main process has exited,
-while what it left is cleaned up). Server -> client: first a hello
-``{"pid", "network", "block", "zygote", "isolation"}`` (``isolation``: which of the layers
-``filesystem``, ``uid``, ``pid``, ``ipc``, ``syscalls`` hold; or ``{"fatal": message}``), then one
-``{"id", "stdout", "stderr", "returncode", "timed_out", "overflow", "duration",
-"network_isolated"}`` per run. End of input (the parent closed the pipe or died) shuts
-the server down after killing every run.
+Each of the server's slots (at most ``SLOTS_PER_BLOCK`` runs at once) has, when root, a uid
+of its own, a working directory (a tmpfs renewed whenever a program changed anything about
+it) and an empty network namespace.
 """
 
 from __future__ import annotations
 
-import _random
-import _signal
-import _thread
-import array
-import atexit
-import builtins
 import contextlib
 import ctypes
 import gc
 import json
-import linecache
 import os
-import random
 import selectors
 import signal
-import socket
-import struct
 import sys
 import tempfile
-import threading
 import time
-import traceback
-import types
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from pettingllm_envs.sandbox import seccomp
 from pettingllm_envs.sandbox.filesystem import DirectoryState, directory_state, enter_view, mount_workdir, remove_tree
+from pettingllm_envs.sandbox.forkserver.protocol import PID, REAP, SPAWN, encode_frame, take_frames
+from pettingllm_envs.sandbox.forkserver.reaper import (
+    children,
+    kill_from_the_top,
+    kill_group,
+    kill_until_gone,
+    proc_uid,
+    reap,
+)
+from pettingllm_envs.sandbox.forkserver.zygote import Zygote, ZygoteDied
 from pettingllm_envs.sandbox.isolation import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -83,14 +64,11 @@ from pettingllm_envs.sandbox.isolation import (
     IS_ROOT,
     PR_SET_CHILD_SUBREAPER,
     PR_SET_DUMPABLE,
-    PR_SET_PDEATHSIG,
     SANDBOX_GID,
     SANDBOX_UID_BASE,
     SLOTS_PER_BLOCK,
-    Limits,
     _libc,
     claim_uid_block,
-    confine_current_process,
     isolate_network,
     kill_uid_processes,
     namespace_works,
@@ -105,55 +83,14 @@ from pettingllm_envs.sandbox.isolation import (
 PREIMPORTED = ("typing", "math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string",
                "random", "copy", "hashlib", "traceback")
 
-#: Environment of every sandboxed program: nothing inherited from the parent.
-SCRUBBED_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "LANG": "C.UTF-8",
-    "LC_ALL": "C.UTF-8",
-    "PYTHONIOENCODING": "utf-8",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
-
-#: Started as ``python -I -B -c BOOTSTRAP PACKAGE_PARENT_DIR CONFIG``, where ``CONFIG`` is
-#: ``{"block": preferred uid block or null, "packages": [allowed import names]}`` in JSON. It makes
-#: ``pettingllm_envs`` and ``pettingllm_envs.sandbox`` importable without running their
-#: ``__init__`` (which loads every env and its dependencies), keeping the server small.
-BOOTSTRAP = """
-import sys, types
-root = sys.argv[1]
-for name, sub in (("pettingllm_envs", ""), ("pettingllm_envs.sandbox", "/sandbox")):
-    module = types.ModuleType(name)
-    module.__path__ = [root + "/pettingllm_envs" + sub]
-    sys.modules[name] = module
-from pettingllm_envs.sandbox.forkserver import main
-main(sys.argv[2:])
-"""
-
-SIGINT, SIGTERM = int(signal.SIGINT), int(signal.SIGTERM)
-#: atexit callbacks registered before any program ran (a program's own come on top).
-_ATEXIT_INHERITED = atexit._ncallbacks()
-HEADER = struct.Struct(">I")
-#: Server -> zygote: fork a run (fds: code memfd, stdin, stdout, stderr and, with network
-#: isolation, the network namespace to join; then the working directory): kind, uid (-1:
-#: none), CPU seconds, memory MB, processes, code size, new IPC namespace.
-SPAWN = struct.Struct("=ciiiii?")
-#: Server -> zygote: reap this pid (``R``); zygote -> server: its wait status (``W``).
-REAP = struct.Struct("=ci")
-FD_SIZE = array.array("i").itemsize
-#: Zygote -> server: the pid of a run it forked (``P``), or minus the errno of the fork.
-PID = struct.Struct("=ci")
-#: Exit code of a child whose isolation could not be set up (the program never ran).
-SETUP_FAILED = 125
+#: Bytes read from (or written to) a run's pipe at once.
 READ_CHUNK = 65536
 
 
-def encode_frame(message: dict[str, Any]) -> bytes:
-    body = json.dumps(message).encode()
-    return HEADER.pack(len(body)) + body
-
-
 @dataclass
-class _Run:
+class Run:
+    """One run in flight: its request, its slot, its process and what it wrote so far."""
+
     request: dict[str, Any]
     slot: int
     uid: int | None
@@ -171,158 +108,6 @@ class _Run:
     duration: float = 0.0
 
 
-class ZygoteDied(Exception):
-    """The zygote exited (it is never stopped on purpose while the server runs)."""
-
-
-class _Zygote:
-    """The server's end of the zygote: a process forked from the server right after its warm
-    imports and ``gc.freeze()`` that does nothing but fork runs and reap them on request.
-    Runs are forked from it rather than from the busy server, so the server's event loop no
-    longer writes pages shared with live children (each such write was a copy-on-write
-    fault) and no longer pays for the fork. A run's process is the zygote's child, reaped
-    only when the server asks (after killing its process group), so its pid stays valid;
-    what a run leaves behind is still re-parented to the server, the child subreaper."""
-
-    def __init__(self, pid: int, sock: socket.socket, filtered: bool) -> None:
-        self.pid = pid
-        self.sock = sock
-        self.socket = sock.fileno()
-        self.pidfd = os.pidfd_open(pid)
-        self.filtered = filtered
-        """Whether the seccomp filter is installed on the zygote (so on every run)."""
-
-    @classmethod
-    def start(cls, pid_namespaces: bool, close: tuple[int, ...]) -> _Zygote:
-        server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        server = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the zygote
-            try:
-                server_end.close()
-                for fd in close:
-                    os.close(fd)
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # die with the server, whatever kills it
-                if os.getppid() == server:
-                    own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY) if pid_namespaces else None
-                    # Once, here: every run inherits it (see the seccomp module for why not per run).
-                    zygote_end.send(b"F" if seccomp.install() else b"-")
-                    zygote_loop(zygote_end, own_pid_namespace)
-            finally:
-                os._exit(0)
-        zygote_end.close()
-        try:
-            filtered = server_end.recv(1) == b"F"
-        except OSError:
-            filtered = False
-        return cls(pid, server_end, filtered)
-
-    def send(self, message: bytes, fds: list[int]) -> None:
-        try:
-            if fds:
-                self.sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
-            else:
-                self.sock.send(message)
-        except OSError as exc:
-            raise ZygoteDied from exc
-
-    def receive(self, *, block: bool) -> bytes | None:
-        try:
-            reply = self.sock.recv(64, 0 if block else socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return None
-        except OSError as exc:
-            raise ZygoteDied from exc
-        if not reply:
-            raise ZygoteDied
-        return reply
-
-
-def zygote_loop(sock: socket.socket, own_pid_namespace: int | None) -> None:  # pragma: no cover - the zygote
-    """Fork a run per spawn request, reap a run per reap request, until the server goes.
-    Deliberately tiny: every page it writes between forks is copied once per live run.
-
-    With ``own_pid_namespace`` (an fd of the zygote's PID namespace), each run is forked into
-    a new PID namespace, as its init: ``unshare(CLONE_NEWPID)`` only sets the namespace of the
-    zygote's next child, and ``setns`` back to its own afterwards makes the next
-    ``unshare`` possible again (the kernel refuses a second one while they differ).
-
-    Runs are forked with libc's ``fork()`` (called with the GIL held, as ``os.fork`` does)
-    rather than ``os.fork``, which would also run ``PyOS_AfterFork_Child`` and the at-fork
-    hooks of ``threading`` and ``random`` in every child: that re-initialisation touches
-    about 180 pages, each a copy-on-write fault, and cost about 0.7 ms of a run's CPU. It
-    exists for processes that had other threads at the fork; the zygote never has any
-    (it only ever runs this loop), so the locks it resets are free and the thread
-    bookkeeping is already right in the child. The one hook that matters, reseeding
-    ``random``, is done by the child itself (``run_child``)."""
-    fork = ctypes.PyDLL(None, use_errno=True).fork
-    assert threading.active_count() == 1
-    ancillary_size = socket.CMSG_SPACE(5 * FD_SIZE)
-    while True:
-        message, ancillary, _, _ = sock.recvmsg(4096, ancillary_size, socket.MSG_CMSG_CLOEXEC)
-        if not message:
-            return
-        fds = []
-        for level, kind, data in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds += array.array("i", data[:len(data) - len(data) % FD_SIZE])
-        if message[:1] == b"R":
-            try:
-                _, status = os.waitpid(REAP.unpack(message)[1], 0)
-            except ChildProcessError:
-                status = 255 << 8
-            sock.send(REAP.pack(b"W", status))
-            continue
-        if own_pid_namespace is not None and _libc().unshare(CLONE_NEWPID) != 0:
-            pid = -(ctypes.get_errno() or 1)
-        else:
-            pid = fork()
-            if pid < 0:
-                pid = -(ctypes.get_errno() or 1)
-            elif pid == 0:
-                run_child(message, fds)
-            if own_pid_namespace is not None and _libc().setns(own_pid_namespace, CLONE_NEWPID) != 0:
-                os._exit(1)  # the next runs would land in this run's namespace: stop (the server sees it)
-        for fd in fds:
-            os.close(fd)
-        sock.send(PID.pack(b"P", pid))
-
-
-def run_child(message: bytes, fds: list[int]) -> None:  # pragma: no cover - the child
-    """In a run's freshly forked process: take the run's pipes, read the program, confine
-    the process, run the program. Never returns."""
-    try:
-        # What ``random``'s at-fork hook does (see ``zygote_loop``), without the Python
-        # wrapper of ``Random.seed`` (its only other work is clearing ``gauss_next``).
-        _random.Random.seed(random._inst)  # type: ignore[attr-defined]
-        random._inst.gauss_next = None  # type: ignore[attr-defined]
-        code_fd, stdin_r, stdout_w, stderr_w = fds[:4]
-        network = fds[4] if len(fds) > 4 else None
-        os.dup2(stdin_r, 0)
-        os.dup2(stdout_w, 1)
-        os.dup2(stderr_w, 2)
-        _, uid, cpu_seconds, memory_mb, max_processes, size, new_ipc = SPAWN.unpack_from(message)
-        workdir = message[SPAWN.size:].decode()
-        chunks = []
-        offset = 0
-        while offset < size:
-            chunk = os.pread(code_fd, size - offset, offset)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            offset += len(chunk)
-        source = b"".join(chunks).decode("utf-8")
-        limits = Limits(cpu_seconds=cpu_seconds, memory_mb=memory_mb, max_processes=max_processes)
-        confine_current_process(limits, None if uid < 0 else uid, workdir, network, new_ipc)
-        os.closerange(3, 1 << 16)
-    except BaseException as exc:  # report any setup failure, then exit
-        with contextlib.suppress(BaseException):
-            os.write(2, f"sandbox setup failed: {exc!r}\n".encode())
-        os._exit(SETUP_FAILED)
-    run_program(source, workdir)
-
-
 class ForkServer:
     """The server's state and event loop (see the module docstring)."""
 
@@ -332,11 +117,11 @@ class ForkServer:
         self.control_out = control_out
         self.buffer = bytearray()
         self.selector = selectors.DefaultSelector()
-        self.runs: dict[int, _Run] = {}  # by slot; the zygote has forked each (its pid is known)
+        self.runs: dict[int, Run] = {}  # by slot; the zygote has forked each (its pid is known)
         # What the zygote was asked and has not answered yet, oldest first: to fork a run
         # ("spawn", its pid comes back) or to reap one ("reap", its wait status comes back).
-        self.expected: deque[tuple[str, _Run]] = deque()
-        self.zygote: _Zygote | None = None
+        self.expected: deque[tuple[str, Run]] = deque()
+        self.zygote: Zygote | None = None
         self.waiting: dict[Any, deque[dict[str, Any]]] = {}  # requests not started yet, per batch, oldest first
         self.running_per_batch: dict[Any, int] = {}
         self.free_slots = list(range(SLOTS_PER_BLOCK - 1, -1, -1))
@@ -382,7 +167,7 @@ class ForkServer:
         """Kill what an earlier owner of this uid block may have left (it was killed)."""
         first = self.uid(0)
         assert first is not None
-        for pid_uid in {self._proc_uid(pid) for pid in uid_processes(range(first, first + SLOTS_PER_BLOCK))}:
+        for pid_uid in {proc_uid(pid) for pid in uid_processes(range(first, first + SLOTS_PER_BLOCK))}:
             if pid_uid is not None:
                 kill_uid_processes(pid_uid)
 
@@ -391,28 +176,10 @@ class ForkServer:
         while data:
             data = data[os.write(self.control_out, data):]
 
-    @staticmethod
-    def _proc_uid(pid: int) -> int | None:
-        try:
-            with open(f"/proc/{pid}/status", "rb") as handle:
-                for line in handle:
-                    if line.startswith(b"Uid:"):
-                        return int(line.split()[1])
-        except (OSError, ValueError):
-            return None
-        return None
-
     def _orphans(self) -> set[int]:
-        """Children of the server that are not the main process of a run in flight."""
-        try:
-            fd = os.open(self.children_path, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                children = {int(pid) for pid in os.read(fd, 1 << 20).split()}
-            finally:
-                os.close(fd)
-        except OSError:
-            children = set()
-        return children - {self.zygote.pid} if self.zygote is not None else children
+        """Children of the server that are not the zygote: what runs left behind (and, while
+        the zygote is dead, the runs' own processes)."""
+        return children(self.children_path, self.zygote.pid if self.zygote is not None else None)
 
     # -- starting runs ----------------------------------------------------------------
 
@@ -445,7 +212,7 @@ class ForkServer:
                 if uid is not None:  # root without the view: the slot's uid must be able to use it
                     os.chown(workdir, uid, SANDBOX_GID)
             now = time.monotonic()
-            run = _Run(request, slot, uid, workdir, now, now + float(request["timeout"]))
+            run = Run(request, slot, uid, workdir, now, now + float(request["timeout"]))
             run.stdin = memoryview(request["stdin"].encode("utf-8", errors="replace"))
             self._spawn(run)
         except OSError as exc:  # e.g. out of memory or pids: this run fails, the server lives on
@@ -463,7 +230,7 @@ class ForkServer:
         if not self.running_per_batch[batch]:
             del self.running_per_batch[batch]
 
-    def _spawn(self, run: _Run) -> None:
+    def _spawn(self, run: Run) -> None:
         """Ask the zygote to fork the run's process; its pid comes back later (``_spawned``)."""
         assert self.zygote is not None
         timeout = float(run.request["timeout"])
@@ -496,7 +263,7 @@ class ForkServer:
         run.fds = {"in": mine[0], "out": mine[1], "err": mine[2]}
         self.expected.append(("spawn", run))
 
-    def _network_for(self, run: _Run) -> int | None:
+    def _network_for(self, run: Run) -> int | None:
         """The network namespace the run joins: the host's if it asked for no isolation, else
         its slot's own empty one (or, if one cannot be made, the server's empty one)."""
         if self.host_netns is None or self.server_netns is None:
@@ -513,7 +280,7 @@ class ForkServer:
                     raise OSError(ctypes.get_errno(), "could not return to the server's network namespace")
         return self.slot_netns[run.slot]
 
-    def _spawned(self, run: _Run, reply: bytes) -> None:
+    def _spawned(self, run: Run, reply: bytes) -> None:
         """The zygote's answer to a spawn request: the run's pid, or why not."""
         (_, pid) = PID.unpack(reply)
         if pid <= 0:
@@ -552,13 +319,13 @@ class ForkServer:
 
     # -- while running ----------------------------------------------------------------
 
-    def _close(self, run: _Run, name: str) -> None:
+    def _close(self, run: Run, name: str) -> None:
         fd = run.fds.pop(name, None)
         if fd is not None:
             self.selector.unregister(fd)
             os.close(fd)
 
-    def _on_io(self, run: _Run, name: str) -> None:
+    def _on_io(self, run: Run, name: str) -> None:
         if name == "in":
             try:
                 written = os.write(run.fds["in"], run.stdin[:READ_CHUNK])
@@ -572,7 +339,7 @@ class ForkServer:
             return
         self._read(run, name)
 
-    def _read(self, run: _Run, name: str) -> None:
+    def _read(self, run: Run, name: str) -> None:
         """Read what is available on one output pipe; close it at end of file."""
         cap = int(run.request["max_output_bytes"])
         while name in run.fds:
@@ -590,12 +357,11 @@ class ForkServer:
                 self._close(run, name)
                 return
 
-    def _kill(self, run: _Run) -> None:
+    def _kill(self, run: Run) -> None:
         if run.killed:
             return
         run.killed = True
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(run.pid, signal.SIGKILL)
+        kill_group(run.pid)
         if run.uid is not None:
             kill_uid_processes(run.uid)
 
@@ -608,11 +374,10 @@ class ForkServer:
 
     # -- finishing runs ---------------------------------------------------------------
 
-    def _finish(self, run: _Run) -> None:
+    def _finish(self, run: Run) -> None:
         """The run's main process has exited (it is a zombie until reaped here)."""
         run.duration = time.monotonic() - run.start
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(run.pid, signal.SIGKILL)
+        kill_group(run.pid)
         # The program is over: the batch's next run starts now, in another slot (so with
         # another uid and working directory), and the zygote forks it while this one is
         # cleaned up here.
@@ -633,7 +398,7 @@ class ForkServer:
         self.zygote.send(REAP.pack(b"R", run.pid), [])
         self.expected.append(("reap", run))
 
-    def _reaped(self, run: _Run, status: int) -> None:
+    def _reaped(self, run: Run, status: int) -> None:
         if self._reset_workdir(run):
             self.free_slots.append(run.slot)
         cap = int(run.request["max_output_bytes"])
@@ -649,46 +414,25 @@ class ForkServer:
         })
         self.start_waiting()
 
-    def _clean_leftovers(self, run: _Run) -> None:
+    def _clean_leftovers(self, run: Run) -> None:
         """Kill and reap every process the run left behind. Cheap when there is none: a
         surviving descendant always shows up as an orphan re-parented to the server."""
-        orphans = self._reap(self._orphans())
-        if run.uid is not None:
-            if not run.killed and not any(self._proc_uid(pid) == run.uid for pid in orphans):
-                return
-            for _ in range(200):
-                kill_uid_processes(run.uid)
-                self._reap(self._orphans())
-                if not set(uid_processes(range(run.uid, run.uid + 1))) - {run.pid}:
-                    return
-                time.sleep(0.002)
+        orphans = reap(self._orphans())
+        uid = run.uid
+        if uid is None:
+            # Without per-run uids, orphans cannot be told apart: kill them all, from the top.
+            kill_until_gone(lambda: reap(self._orphans()), kill_from_the_top)
             return
-        # Without per-run uids, orphans cannot be told apart: kill them all, from the top.
-        for _ in range(200):
-            if not orphans:
-                return
-            for pid in orphans:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, signal.SIGKILL)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.002)
-            orphans = self._reap(self._orphans())
+        if not run.killed and not any(proc_uid(pid) == uid for pid in orphans):
+            return
 
-    @staticmethod
-    def _reap(pids: set[int]) -> set[int]:
-        """Reap the zombies among ``pids``; return the ones still alive."""
-        alive = set()
-        for pid in pids:
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                continue
-            if not done:
-                alive.add(pid)
-        return alive
+        def uid_survivors() -> set[int]:
+            reap(self._orphans())
+            return set(uid_processes(range(uid, uid + 1))) - {run.pid}
 
-    def _reset_workdir(self, run: _Run) -> bool:
+        kill_until_gone(uid_survivors, lambda _: kill_uid_processes(uid))
+
+    def _reset_workdir(self, run: Run) -> bool:
         """Leave the run's working directory as new for the slot's next run, whatever the
         program did to it (a directory named like the source file, a tree deeper than any
         recursion, unreadable directories, FIFOs, links, changed permissions, timestamps or
@@ -717,19 +461,14 @@ class ForkServer:
         if not data:
             return False
         self.buffer += data
-        while len(self.buffer) >= HEADER.size:
-            (size,) = HEADER.unpack_from(self.buffer)
-            if len(self.buffer) < HEADER.size + size:
-                break
-            request = json.loads(self.buffer[HEADER.size:HEADER.size + size])
+        for request in take_frames(self.buffer):
             self.waiting.setdefault(request.get("batch"), deque()).append(request)
-            del self.buffer[:HEADER.size + size]
         self.start_waiting()
         return True
 
     def start_zygote(self) -> None:
         """Fork the zygote (call after the warm imports and ``gc.freeze()``)."""
-        self.zygote = _Zygote.start(self.pid_namespaces,
+        self.zygote = Zygote.start(self.pid_namespaces,
                                     (self.control_in, self.control_out, self.selector.fileno()))
         self.selector.register(self.zygote.socket, selectors.EVENT_READ, "zygote")
         self.selector.register(self.zygote.pidfd, selectors.EVENT_READ, "zygote-exit")
@@ -782,98 +521,17 @@ class ForkServer:
                 self._kill(run)
             elif run.uid is not None:
                 kill_uid_processes(run.uid)
-        for _ in range(200):
-            children = self._orphans()
-            if not children:
-                break
-            for pid in children:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, signal.SIGKILL)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            for run in runs:
-                if run.uid is not None:
-                    kill_uid_processes(run.uid)
-            time.sleep(0.002)
-            self._reap(children)
+        uids = [run.uid for run in runs if run.uid is not None]
+
+        def kill_everything(orphans: set[int]) -> None:
+            kill_from_the_top(orphans)
+            for uid in uids:
+                kill_uid_processes(uid)
+
+        kill_until_gone(lambda: reap(self._orphans()), kill_everything)
         for run in runs:
             self._reset_workdir(run)
 
-
-def run_program(source: str, workdir: str) -> None:  # pragma: no cover - runs in the child
-    """Run ``source`` as ``__main__`` the way ``python -I main.py`` would (``__file__`` and
-    ``sys.argv[0]`` name ``main.py`` in the working directory), then exit the
-    process. Called in the forked child after it was confined; never returns.
-
-    Written for a fresh child of the zygote, where the first touch of each page of the
-    interpreter's memory is a copy-on-write fault: what it needs is imported at module
-    level, and it calls C functions rather than their Python wrappers where that is the
-    same thing."""
-    # The C functions, with plain ints: ``signal.signal`` and ``os.environ.update`` go through
-    # enum and ABC machinery, whose first use in a child copies dozens of pages.
-    _signal.signal(SIGINT, _signal.default_int_handler)
-    _signal.signal(SIGTERM, _signal.SIG_DFL)
-    path = workdir + "/main.py"
-    os.environ["HOME"] = workdir  # the rest is SCRUBBED_ENV already
-    os.environ["TMPDIR"] = workdir
-    tempfile.tempdir = None
-    # The source is never written to disk (creating a file costs about 0.5 ms, a tenth of a
-    # typical check); ``inspect``, ``warnings`` and tracebacks read it from here.
-    linecache.cache[path] = (len(source), None, source.splitlines(True), path)
-    # sys.stdin/stdout/stderr are the server's own, made by the same ``python -I`` start-up
-    # (so with the same encodings and buffering) and never used by it; fds 0-2 now are the
-    # run's pipes.
-    sys.argv = [path]
-    main = types.ModuleType("__main__")
-    main.__file__ = path
-    main.__builtins__ = builtins
-    sys.modules["__main__"] = main
-    gc.enable()
-    code = 0
-    try:
-        exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)
-    except SystemExit as exc:
-        code = _exit_code(exc)
-    except BaseException as exc:  # the program's own failure, reported like Python does
-        code = 1
-        # Drop this frame from the traceback so that it starts at the program.
-        if exc.__traceback__ is not None:
-            exc.__traceback__ = exc.__traceback__.tb_next
-        # Report it from the source in linecache. Python's own hook would read the lines from
-        # a file, and writing one would change the working directory, which then had to be
-        # replaced before the slot's next run (see ``ForkServer._reset_workdir``).
-        if sys.excepthook is sys.__excepthook__:
-            try:
-                traceback.print_exception(type(exc), exc, exc.__traceback__)
-            except BaseException:  # e.g. out of memory while formatting: the C hook, without source lines
-                sys.__excepthook__(type(exc), exc, exc.__traceback__)
-        else:
-            sys.excepthook(type(exc), exc, exc.__traceback__)
-    try:
-        # Wait for non-daemon threads and run threading's exit hooks, as Python does; with
-        # no other thread alive and no hook of threading's or the program's, it would only
-        # mark the main thread stopped, which nothing could see.
-        if _thread._count() or threading._threading_atexits or atexit._ncallbacks() > _ATEXIT_INHERITED:
-            threading._shutdown()  # type: ignore[attr-defined]
-        atexit._run_exitfuncs()
-    except SystemExit as exc:
-        code = _exit_code(exc)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:  # Python exits with 120 when flushing fails
-            code = code or 120
-    os._exit(code)
-
-
-def _exit_code(exc: SystemExit) -> int:  # pragma: no cover - runs in the child
-    if exc.code is None:
-        return 0
-    if isinstance(exc.code, int):
-        return exc.code & 0xFF
-    with contextlib.suppress(BaseException):
-        print(exc.code, file=sys.stderr)
-    return 1
 
 
 def main(argv: list[str]) -> None:
