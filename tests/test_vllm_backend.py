@@ -16,8 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from trainers.config import TrainConfig  # noqa: E402
-from trainers.seeding import SEED_BITS, RequestSeeds, derive_seed  # noqa: E402
-from trainers.vllm_backend import (  # noqa: E402
+from trainers.generation.vllm_backend import (  # noqa: E402
     VLLMGenerator,
     _merged_state,
     engine_init_path,
@@ -26,6 +25,7 @@ from trainers.vllm_backend import (  # noqa: E402
     sampling_requests,
     vllm_available,
 )
+from trainers.seeding import SEED_BITS, RequestSeeds, derive_seed  # noqa: E402
 
 needs_vllm = pytest.mark.skipif(not vllm_available(), reason="needs `pip install vllm` and a CUDA GPU")
 TOY = "toy_bytes_v0"
@@ -74,10 +74,10 @@ def test_the_seed_state_is_checkpointed_and_restored(toy, tiny, tmp_path):
 
     trainer = Trainer(toy_config(tiny, tmp_path, steps=1, checkpoint_every=1))
     trainer.train()
-    trainer.request_seeds.next_call(2, 4)  # mid-step position: call 1 of step 0's stream
+    trainer.request_seeds.next_call(2, 4)  # mid-step position: after step 0's two agent calls (toy: 2 roles), call 3
     trainer.save_checkpoint()
     state = json.loads((trainer.latest_checkpoint() / "state.json").read_text())["request_seeds"]
-    assert state == {"base_seed": 0, "stream": "train", "step": 0, "call": 1}
+    assert state == {"base_seed": 0, "stream": "train", "step": 0, "call": 3}
     resumed = Trainer(toy_config(tiny, tmp_path, steps=2, resume=True))
     assert resumed.request_seeds.state_dict() == trainer.request_seeds.state_dict()
     assert resumed.request_seeds.next_call(2, 4) == trainer.request_seeds.next_call(2, 4)
@@ -86,7 +86,8 @@ def test_the_seed_state_is_checkpointed_and_restored(toy, tiny, tmp_path):
 # --------------------------------------------------------------- requests
 def test_one_request_per_completion_with_its_own_seed_and_the_stop_ids():
     requests = sampling_requests([[1, 2], [3]], 2, [10, 11, 12, 13])
-    assert requests == [([1, 2], 10), ([1, 2], 11), ([3], 12), ([3], 13)]  # prompt-major, as PolicySet.generate
+    assert requests == [([1, 2], 10), ([1, 2], 11), ([3], 12), ([3], 13)]  # prompt-major, the protocol's order
+    assert sampling_requests([[1]], 2, None) == [([1], None), ([1], None)]  # no seeds: the engine's own stream
     with pytest.raises(ValueError, match="3 seeds for 2 prompts x 2"):
         sampling_requests([[1], [2]], 2, [1, 2, 3])
     kwargs = sampling_kwargs(temperature=0.7, max_new_tokens=5, stop_token_ids=[49152, 2, 2], seed=99)
@@ -162,12 +163,12 @@ def test_truncated_is_metrics_in_a_real_update(toy, tiny, tmp_path):
 def test_generates_n_completions_per_prompt_with_logprobs(tiny):
     generator = VLLMGenerator(str(tiny), temperature=1.0, max_new_tokens=8, stop_token_ids=[0], dtype="float32")
     prompts = [[10, 11, 12], [20, 21]]
-    generations = generator.generate(prompts, n=4, seeds=list(range(8)))
+    generations = generator.generate("shared", prompts, 4, seeds=list(range(8)))
     assert [g.prompt_ids for g in generations] == [prompts[0]] * 4 + [prompts[1]] * 4
     for g in generations:
         assert 1 <= len(g.completion_ids) <= 8 and len(g.logprobs) == len(g.completion_ids)
         assert all(lp <= 0 for lp in g.logprobs)
-    again = generator.generate(prompts, n=4, seeds=list(range(8)))
+    again = generator.generate("shared", prompts, 4, seeds=list(range(8)))
     assert [g.completion_ids for g in again] == [g.completion_ids for g in generations]  # seeded per request
 
 
@@ -186,10 +187,10 @@ def test_sync_weights_makes_the_engine_follow_the_trainer_model(tiny):
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(torch.randn_like(parameter) * 0.5)
-    before = generator.generate([prompt], n=1, seeds=[0])[0].completion_ids
+    before = generator.generate("shared", [prompt], 1, seeds=[0])[0].completion_ids
     expected = greedy_hf(model, prompt, 12)
-    generator.sync_weights(model)
-    after = generator.generate([prompt], n=1, seeds=[0])[0].completion_ids
+    generator.sync("shared", model)
+    after = generator.generate("shared", [prompt], 1, seeds=[0])[0].completion_ids
     assert after[: len(expected)] == expected[: len(after)]
     assert before != after
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -59,22 +58,10 @@ except ImportError:  # older caches are lists of tensors: reserve_cache leaves t
     DynamicLayer = object
 
 from trainers.config import TrainConfig
+from trainers.generation.protocol import Generation, check_seeds
 
 # transformers 5 renamed the KV-cache argument and output field from ``past_key_values`` to ``cache``.
 _CACHE = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
-
-
-@dataclass
-class Generation:
-    """One sampled completion."""
-
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    logprobs: list[float]
-    """Log-probability of each completion token when it was sampled (PPO's "old" policy)."""
-    text: str
-    prompt_truncated: bool = False
-    """The prompt was over ``max_prompt_tokens`` and had part of its history cut (:meth:`PolicySet.encode_prompt`)."""
 
 
 class PromptEncoding(NamedTuple):
@@ -130,9 +117,11 @@ _SAMPLER_BLOCK = 256
 _DIRECT_VOCAB = 4096
 
 
-def sample_categorical(probs: torch.Tensor) -> torch.Tensor:
+def sample_categorical(probs: torch.Tensor, draw: torch.Tensor | None = None) -> torch.Tensor:
     """One token per row of ``probs`` ``[B, V]`` (rows need not sum to 1): inverse-CDF
-    sampling with one float64 uniform per row, exact on any vocabulary.
+    sampling with one float64 uniform per row, exact on any vocabulary. ``draw``: the rows'
+    uniforms in [0, 1) ``[B, 1]`` float64 (per-request seeded streams); None draws them from
+    torch's global generator.
 
     The old way, a float32 cumulative sum and a float32 uniform, has a resolution of ~6e-8
     where the sum is near 1: on a real LM's 50k-150k vocabulary tens of thousands of tail
@@ -149,7 +138,8 @@ def sample_categorical(probs: torch.Tensor) -> torch.Tensor:
     returns the first index whose cumulative mass exceeds the draw, a zero entry adds no mass,
     and the rounding edge cases are clamped to the last entry with mass."""
     rows, vocab = probs.shape
-    draw = torch.rand(rows, 1, device=probs.device, dtype=torch.float64)
+    if draw is None:
+        draw = torch.rand(rows, 1, device=probs.device, dtype=torch.float64)
     if vocab <= _DIRECT_VOCAB:
         return _inverse_cdf(probs.to(torch.float64), draw).squeeze(1)
     block = _SAMPLER_BLOCK
@@ -162,6 +152,19 @@ def sample_categorical(probs: torch.Tensor) -> torch.Tensor:
     index = chosen * block + torch.arange(block, device=probs.device)
     inside = probs.gather(1, index.clamp(max=vocab - 1)).to(torch.float64) * (index < vocab)
     return (chosen * block + _inverse_cdf(inside, fraction)).squeeze(1)
+
+
+def seeded_uniforms(seeds: Sequence[int], steps: int, device: torch.device) -> torch.Tensor:
+    """``[len(seeds), steps]`` float64 uniforms in [0, 1): row ``i`` is the first ``steps``
+    draws of a torch generator seeded with ``seeds[i]``. The sampler takes token ``t``'s
+    uniform from column ``t``, so a completion is a function of its prompt and its seed, the
+    same whichever requests share its batch (and a shorter budget gives a prefix)."""
+    generator = torch.Generator()
+    rows = []
+    for seed in seeds:
+        generator.manual_seed(seed)
+        rows.append(torch.rand(steps, dtype=torch.float64, generator=generator))
+    return torch.stack(rows).to(device)
 
 
 def _inverse_cdf(weights: torch.Tensor, draw: torch.Tensor, *, residual: bool = False) -> Any:
@@ -503,9 +506,17 @@ class PolicySet:
         return cache, last.index_select(0, rows), attention[rows], positions[rows, -1:] + 1
 
     @torch.inference_mode()
-    def generate(self, name: str, prompts: Sequence[Sequence[int]], n: int) -> list[Generation]:
+    def generate(self, name: str, prompts: Sequence[Sequence[int]], n: int, *, seeds: Sequence[int] | None = None,
+                 temperature: float | None = None, max_new_tokens: int | None = None) -> list[Generation]:
         """Sample ``n`` completions of every prompt in one batched call (prompt-major order:
-        prompt 0's n completions first).
+        prompt 0's n completions first); the generation protocol's in-process sampler
+        (:mod:`trainers.generation.transformers_backend`).
+
+        ``seeds`` (one per completion, prompt-major): completion ``i`` draws its uniforms from
+        its own seed (:func:`seeded_uniforms`), so it depends on its prompt and seed only, not
+        on the rest of the batch; None: from torch's global generator. ``temperature`` and
+        ``max_new_tokens`` default to the config's (the server overrides them per request);
+        temperature 0 is greedy decoding, its log-probs taken at temperature 1.
 
         Each distinct prompt is encoded once and its KV cache expanded to its ``n`` rows
         (:meth:`_encode_prompts`); then one forward per new token for the whole batch. The
@@ -515,7 +526,10 @@ class PolicySet:
         row (:func:`sample_categorical`), and when no row is padded (equal-length prompts) no
         attention mask is passed at all, which lets the attention kernel skip masking.
         Forwards run in the compute dtype (:meth:`autocast`)."""
-        cfg = self.config
+        check_seeds(prompts, n, seeds)
+        temperature = self.config.temperature if temperature is None else temperature
+        budget = self.config.max_new_tokens if max_new_tokens is None else max_new_tokens
+        draws = None if seeds is None or temperature == 0 else seeded_uniforms(seeds, budget, self.device)
         rows = [list(p) for p in prompts for _ in range(n)]
         eos = torch.tensor(self.eos_ids, dtype=torch.long, device=self.device)
         finished = torch.zeros(len(rows), dtype=torch.bool, device=self.device)
@@ -523,20 +537,24 @@ class PolicySet:
         logps: list[torch.Tensor] = []
         with self.active(name) as model, self.autocast():
             cache, logits, prompt_mask, next_position = self._encode_prompts(model, rows)
-            reserve_cache(cache, cfg.max_new_tokens)
+            reserve_cache(cache, budget)
             # finished rows keep attending (to their pads); their outputs are ignored
             width = prompt_mask.shape[1]
-            attention = None  # [B, width + max_new_tokens], sliced as the completions grow
+            attention = None  # [B, width + budget], sliced as the completions grow
             if not bool(prompt_mask.all()):
-                attention = F.pad(prompt_mask, (0, cfg.max_new_tokens), value=1)
-            for _ in range(cfg.max_new_tokens):
-                logp_all = F.log_softmax(logits.float() / cfg.temperature, dim=-1)
-                token = sample_categorical(logp_all.exp())
+                attention = F.pad(prompt_mask, (0, budget), value=1)
+            for step in range(budget):
+                if temperature == 0:
+                    logp_all = F.log_softmax(logits.float(), dim=-1)
+                    token = logp_all.argmax(dim=-1)
+                else:
+                    logp_all = F.log_softmax(logits.float() / temperature, dim=-1)
+                    token = sample_categorical(logp_all.exp(), None if draws is None else draws[:, step:step + 1])
                 token = torch.where(finished, torch.full_like(token, self.pad_id), token)
                 tokens.append(token)
                 logps.append(logp_all.gather(1, token[:, None]).squeeze(1))
                 finished = finished | torch.isin(token, eos)
-                if len(tokens) == cfg.max_new_tokens or bool(finished.all()):
+                if len(tokens) == budget or bool(finished.all()):
                     break
                 width += 1
                 mask = None if attention is None else attention[:, :width]

@@ -3,8 +3,9 @@
 vLLM runs in the trainer's process (colocated, as TRL's ``vllm_mode="colocate"``), so a
 weight sync is a copy of tensors already on the GPU rather than a transfer between
 processes. The engine samples; the trainer keeps the model it optimises. After each
-optimizer step :meth:`VLLMGenerator.sync_weights` loads the trainer model's current
-weights (LoRA adapters merged) into the engine, so the next rollout is on-policy.
+optimizer step :meth:`VLLMGenerator.sync` loads the trainer model's current weights (LoRA
+adapters merged) into the engine, so the next rollout is on-policy. It implements
+:class:`trainers.generation.protocol.Generator` for one policy (the shared regime: one engine).
 
 vLLM computes log-probabilities with its own kernels, which differ from the trainer's (in
 the last bits, more in another precision), so the trainer recomputes the "old" log-probs
@@ -17,7 +18,7 @@ Seeds: every (call, prompt, sample) is its own request with its own seed
 (:class:`trainers.seeding.RequestSeeds`), so no two branches or calls share a random stream
 and a resumed run draws exactly what an uninterrupted one would. Generation stops on every
 id in ``stop_token_ids`` (the union of the tokenizer's eos and the generation config's eos
-ids that the trainer's :class:`~trainers.policy.PolicySet` stops on), so both backends end a
+ids that the trainer's :class:`~trainers.policy.PolicySet` stops on), so every backend ends a
 completion at the same tokens.
 
 LoRA: a checkpoint of a LoRA run holds adapters only, which vLLM cannot load as a model, so
@@ -34,11 +35,15 @@ import dataclasses
 import importlib.util
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainers.policy import Generation
+from trainers.generation.protocol import BackendUnavailable, Generation, LogprobSource, check_seeds
+
+if TYPE_CHECKING:
+    from trainers.config import TrainConfig
+    from trainers.policy import PolicySet
 
 
 def vllm_available() -> bool:
@@ -62,17 +67,17 @@ def needs_initial_sync(checkpoint: Path | None, *, lora: bool) -> bool:
 
 
 def sampling_requests(
-    prompts: Sequence[Sequence[int]], n: int, seeds: Sequence[int]
-) -> list[tuple[list[int], int]]:
+    prompts: Sequence[Sequence[int]], n: int, seeds: Sequence[int] | None
+) -> list[tuple[list[int], int | None]]:
     """One ``(prompt ids, seed)`` request per completion, prompt-major (prompt 0's ``n`` first),
-    as ``PolicySet.generate`` orders its output; ``seeds`` has one seed per request."""
-    if len(seeds) != len(prompts) * n:
-        raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts x {n} samples")
-    return [(list(prompt), seeds[p * n + i]) for p, prompt in enumerate(prompts) for i in range(n)]
+    the protocol's order; ``seeds`` has one seed per request (None: the engine's own stream)."""
+    check_seeds(prompts, n, seeds)
+    return [(list(prompt), None if seeds is None else seeds[p * n + i])
+            for p, prompt in enumerate(prompts) for i in range(n)]
 
 
 def sampling_kwargs(*, temperature: float, max_new_tokens: int, stop_token_ids: Sequence[int],
-                    seed: int) -> dict[str, Any]:
+                    seed: int | None) -> dict[str, Any]:
     """``SamplingParams`` of one request: one completion, its own seed, the sampled token's
     log-prob, and a stop on every end-of-turn id."""
     return {"n": 1, "temperature": temperature, "max_tokens": max_new_tokens, "logprobs": 0, "seed": seed,
@@ -86,7 +91,10 @@ def _engine_arguments() -> set[str]:
 
 
 class VLLMGenerator:
-    """Samples ``n`` completions per prompt with vLLM; same output as ``PolicySet.generate``."""
+    """Samples ``n`` completions per prompt with vLLM; the protocol's shapes (see the module docstring)."""
+
+    follows_updates = True
+    logprob_source: LogprobSource = "engine"
 
     def __init__(
         self,
@@ -98,10 +106,16 @@ class VLLMGenerator:
         seed: int = 0,
         gpu_memory_utilization: float = 0.3,
         dtype: str = "bfloat16",
+        policy: str = "shared",
     ) -> None:
-        if not vllm_available():
-            raise RuntimeError("the vLLM backend needs `pip install vllm` and a CUDA GPU")
+        if importlib.util.find_spec("vllm") is None:
+            raise BackendUnavailable("generation_backend='vllm' needs vLLM: pip install vllm (and a CUDA GPU)")
+        if not torch.cuda.is_available():
+            raise BackendUnavailable("generation_backend='vllm' needs a CUDA GPU; none is visible "
+                                     "(use generation_backend='transformers')")
         from vllm import LLM, SamplingParams
+
+        self.policy = policy
 
         self._sampling_params = SamplingParams
         self.temperature = temperature
@@ -110,14 +124,33 @@ class VLLMGenerator:
         extra: dict[str, Any] = {}
         if "logprobs_mode" in _engine_arguments():  # vLLM >= 0.10.2; older engines return processed log-probs
             extra["logprobs_mode"] = "processed_logprobs"
-        self.llm = LLM(model=model_path, dtype=dtype, seed=seed, gpu_memory_utilization=gpu_memory_utilization,
-                       enable_prefix_caching=True, **extra)
+        self.llm: Any = LLM(model=model_path, dtype=dtype, seed=seed, gpu_memory_utilization=gpu_memory_utilization,
+                            enable_prefix_caching=True, **extra)
 
-    def generate(self, prompts: Sequence[Sequence[int]], n: int, seeds: Sequence[int]) -> list[Generation]:
-        """``n`` completions of every prompt in one engine call (prompt-major order, like
-        ``PolicySet.generate``), each its own request with its seed from ``seeds``
-        (:func:`sampling_requests`; the prefix cache still computes a shared prompt once).
-        Log-probs are the engine's, see the module docstring."""
+    @classmethod
+    def from_config(cls, config: TrainConfig, policies: PolicySet, *, checkpoint: Path | None = None) -> VLLMGenerator:
+        """The engine for the run's one policy, loaded from the checkpoint a resumed run starts
+        from (:func:`engine_init_path`), with the checkpoint's merged adapters pushed under LoRA."""
+        (policy,) = policies.names  # TrainConfig.validate allows the shared regime only
+        generator = cls(engine_init_path(config.model, checkpoint, lora=config.lora),
+                        temperature=config.temperature, max_new_tokens=config.max_new_tokens,
+                        stop_token_ids=policies.eos_ids, seed=config.seed, dtype=config.dtype,
+                        gpu_memory_utilization=config.vllm_gpu_memory_utilization, policy=policy)
+        if needs_initial_sync(checkpoint, lora=config.lora):
+            with policies.active(policy) as model:
+                generator.sync(policy, model)  # the checkpoint's adapters, merged into the base
+        return generator
+
+    def _check_policy(self, policy: str) -> None:
+        if policy != self.policy:
+            raise ValueError(f"this vLLM engine serves policy {self.policy!r}, not {policy!r} (one engine per run)")
+
+    def generate(self, policy: str, prompts: Sequence[Sequence[int]], n: int, *,
+                 seeds: Sequence[int] | None = None) -> list[Generation]:
+        """``n`` completions of every prompt in one engine call (prompt-major order), each its
+        own request with its seed from ``seeds`` (:func:`sampling_requests`; the prefix cache
+        still computes a shared prompt once). Log-probs are the engine's, see the module docstring."""
+        self._check_policy(policy)
         requests = sampling_requests(prompts, n, seeds)
         params = [self._sampling_params(**sampling_kwargs(
             temperature=self.temperature, max_new_tokens=self.max_new_tokens, stop_token_ids=self.stop_token_ids,
@@ -141,13 +174,20 @@ class VLLMGenerator:
         worker = getattr(worker, "worker", worker)
         return worker.model_runner.model
 
-    def sync_weights(self, model: torch.nn.Module) -> None:
+    def sync(self, policy: str, model: torch.nn.Module) -> None:
         """Load ``model``'s current weights into the engine (PEFT adapters merged first)."""
+        self._check_policy(policy)
         self.load_state(_merged_state(model))
         self.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
 
     def load_state(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         self._engine_model().load_weights(weights=weights)
+
+    def close(self) -> None:
+        """Drop the engine and give its GPU memory back."""
+        if self.llm is not None:
+            self.llm = None
+            torch.cuda.empty_cache()
 
 
 def _merged_state(model: torch.nn.Module) -> Iterable[tuple[str, torch.Tensor]]:

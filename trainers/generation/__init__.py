@@ -1,0 +1,7 @@
+"""Generation backends behind one protocol (:mod:`trainers.generation.protocol`), built by
+:func:`trainers.generation.factory.build_generator` from the run's config."""
+
+from trainers.generation.factory import BACKENDS, build_generator
+from trainers.generation.protocol import BackendUnavailable, Generation, Generator
+
+__all__ = ["BACKENDS", "BackendUnavailable", "Generation", "Generator", "build_generator"]
