@@ -10,17 +10,8 @@ import pettingllm_envs
 from pettingllm_envs.core import split_of
 from pettingllm_envs.planning import moves as shared_moves
 from pettingllm_envs.planning import plan_path
-from pettingllm_envs.planning.sokoban import (
-    Level,
-    SokobanConfig,
-    board_text,
-    push_distances,
-    raw_env,
-    read_board,
-    reverse_play,
-    scripted_policy,
-    solve,
-)
+from pettingllm_envs.planning.sokoban import SokobanConfig, raw_env, read_board, scripted_policy
+from pettingllm_envs.planning.sokoban_board import Level, board_text, push_distances, reverse_play, solve
 
 HEADER = "Board (0 rows x 0 cols; legend):"
 
@@ -150,10 +141,10 @@ def test_config_validation():
 
 
 def test_move_vocabulary_is_shared_with_plan_path():
-    from pettingllm_envs.planning import sokoban
+    from pettingllm_envs.planning import sokoban, sokoban_board
 
     assert sokoban.parse_moves is shared_moves.parse_moves is plan_path.parse_moves
-    assert sokoban.MOVES is plan_path.MOVES is shared_moves.MOVES
+    assert sokoban_board.MOVES is plan_path.MOVES is shared_moves.MOVES
 
 
 def test_optimal_solve_partial_progress_and_rewards():
