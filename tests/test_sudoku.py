@@ -9,15 +9,8 @@ import pytest
 
 import pettingllm_envs
 from pettingllm_envs.core import split_of
-from pettingllm_envs.games.sudoku import (
-    BOX,
-    SudokuConfig,
-    count_solutions,
-    generate_puzzle,
-    parse_answer,
-    raw_env,
-    solve,
-)
+from pettingllm_envs.games.sudoku import SudokuConfig, parse_answer, raw_env
+from pettingllm_envs.games.sudoku_board import BOX, count_solutions, generate_puzzle, solve
 
 # A well-known 9x9 puzzle with a unique solution (30 givens).
 CLASSIC = tuple(int(ch) for ch in (
