@@ -27,26 +27,23 @@ exits, and the client starts a new one.
 
 Each of the server's slots (at most ``SLOTS_PER_BLOCK`` runs at once) has, when root, a uid
 of its own, a working directory (a tmpfs renewed whenever a program changed anything about
-it) and an empty network namespace.
+it) and an empty network namespace (:mod:`~pettingllm_envs.sandbox.forkserver.slots`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import json
 import os
 import selectors
 import signal
 import sys
-import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from pettingllm_envs.sandbox.filesystem import DirectoryState, directory_state, enter_view, mount_workdir, remove_tree
 from pettingllm_envs.sandbox.forkserver.protocol import PID, REAP, SPAWN, encode_frame, take_frames
 from pettingllm_envs.sandbox.forkserver.reaper import (
     children,
@@ -56,22 +53,13 @@ from pettingllm_envs.sandbox.forkserver.reaper import (
     proc_uid,
     reap,
 )
+from pettingllm_envs.sandbox.forkserver.slots import Slots
 from pettingllm_envs.sandbox.forkserver.zygote import Zygote, ZygoteDied
 from pettingllm_envs.sandbox.isolation import (
-    CLONE_NEWIPC,
-    CLONE_NEWNET,
-    CLONE_NEWPID,
-    IS_ROOT,
     PR_SET_CHILD_SUBREAPER,
     PR_SET_DUMPABLE,
-    SANDBOX_GID,
-    SANDBOX_UID_BASE,
     SLOTS_PER_BLOCK,
-    _libc,
-    claim_uid_block,
-    isolate_network,
     kill_uid_processes,
-    namespace_works,
     prctl,
     uid_processes,
 )
@@ -124,52 +112,14 @@ class ForkServer:
         self.zygote: Zygote | None = None
         self.waiting: dict[Any, deque[dict[str, Any]]] = {}  # requests not started yet, per batch, oldest first
         self.running_per_batch: dict[Any, int] = {}
-        self.free_slots = list(range(SLOTS_PER_BLOCK - 1, -1, -1))
-        # Slots whose working-directory tmpfs is mounted, with its state when it was new.
-        self.mounted: dict[int, DirectoryState] = {}
-        self.block: int | None = None
-        self.block_lock = None
-        self.private = False  # the filesystem view (see the filesystem module)
-        self.host_netns: int | None = None  # the host's network namespace, for runs that ask for it
-        # An empty network namespace per slot: runs in different slots cannot reach each other
-        # (abstract Unix sockets and netlink are per namespace); made on the slot's first use.
-        self.slot_netns: dict[int, int] = {}
-        self.server_netns: int | None = None
-        self.pid_namespaces = False
-        self.ipc_namespaces = False
         # A program running as this process's uid (no root) must not read or write its
         # memory through /proc/<pid>/mem; the zygote inherits this with the memory.
         prctl(PR_SET_DUMPABLE, 0)
-        if IS_ROOT:
-            claimed = claim_uid_block(preferred_block)
-            if claimed is None:
-                raise RuntimeError("every block of sandbox uids is taken by other fork servers")
-            self.block, self.block_lock = claimed
-            self._sweep_block()
-            self.private = enter_view(packages)
-            self.host_netns = isolate_network()
-            if self.host_netns is not None:
-                self.server_netns = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-            self.pid_namespaces = namespace_works(CLONE_NEWPID)
-            self.ipc_namespaces = namespace_works(CLONE_NEWIPC)
-        self.network = self.host_netns is not None
+        self.slots = Slots(preferred_block, packages)
         self.children_path = f"/proc/{os.getpid()}/task/{os.getpid()}/children"
         prctl(PR_SET_CHILD_SUBREAPER, 1)
 
     # -- plumbing ---------------------------------------------------------------------
-
-    def uid(self, slot: int) -> int | None:
-        if self.block is None:
-            return None
-        return SANDBOX_UID_BASE + self.block * SLOTS_PER_BLOCK + slot
-
-    def _sweep_block(self) -> None:
-        """Kill what an earlier owner of this uid block may have left (it was killed)."""
-        first = self.uid(0)
-        assert first is not None
-        for pid_uid in {proc_uid(pid) for pid in uid_processes(range(first, first + SLOTS_PER_BLOCK))}:
-            if pid_uid is not None:
-                kill_uid_processes(pid_uid)
 
     def send(self, message: dict[str, Any]) -> None:
         data = memoryview(encode_frame(message))
@@ -190,29 +140,21 @@ class ForkServer:
         its own queue, so this costs O(batches), not O(waiting requests): walking a long
         queue would touch (and, with a child alive, copy) every page holding a request."""
         for batch, queue in list(self.waiting.items()):
-            if not self.free_slots:
+            if not self.slots.free:
                 return
             limit = queue[0].get("batch_workers", SLOTS_PER_BLOCK) if batch is not None else SLOTS_PER_BLOCK
-            while queue and self.free_slots and self.running_per_batch.get(batch, 0) < limit:
+            while queue and self.slots.free and self.running_per_batch.get(batch, 0) < limit:
                 self.running_per_batch[batch] = self.running_per_batch.get(batch, 0) + 1
                 self._start(queue.popleft())
             if not queue:
                 del self.waiting[batch]
 
     def _start(self, request: dict[str, Any]) -> None:
-        slot = self.free_slots.pop()
-        uid = self.uid(slot)
+        slot = self.slots.free.pop()
         try:
-            if self.private and uid is not None:
-                workdir = f"/tmp/slot-{slot}"
-                if slot not in self.mounted:
-                    self.mounted[slot] = mount_workdir(workdir, uid, SANDBOX_GID)
-            else:
-                workdir = tempfile.mkdtemp(prefix="pettingllm-sandbox-")
-                if uid is not None:  # root without the view: the slot's uid must be able to use it
-                    os.chown(workdir, uid, SANDBOX_GID)
+            workdir = self.slots.workdir(slot)
             now = time.monotonic()
-            run = Run(request, slot, uid, workdir, now, now + float(request["timeout"]))
+            run = Run(request, slot, self.slots.uid(slot), workdir, now, now + float(request["timeout"]))
             run.stdin = memoryview(request["stdin"].encode("utf-8", errors="replace"))
             self._spawn(run)
         except OSError as exc:  # e.g. out of memory or pids: this run fails, the server lives on
@@ -220,7 +162,7 @@ class ForkServer:
 
     def _start_failed(self, request: dict[str, Any], slot: int, exc: OSError, *, slot_reusable: bool = True) -> None:
         if slot_reusable:
-            self.free_slots.append(slot)
+            self.slots.free.append(slot)
         self._batch_done(request)
         self.send({"id": request["id"], "error": f"could not start the run: {exc}"})
 
@@ -250,8 +192,8 @@ class ForkServer:
             message = SPAWN.pack(
                 b"S", -1 if run.uid is None else run.uid, max(1, int(timeout) + 1), int(run.request["memory_mb"]),
                 int(run.request["max_processes"]), len(code),
-                self.ipc_namespaces) + run.workdir.encode()
-            network = self._network_for(run)
+                self.slots.ipc_namespaces) + run.workdir.encode()
+            network = self.slots.network_namespace(run.slot, bool(run.request["isolate_network"]))
             self.zygote.send(message, theirs + ([network] if network is not None else []))
         except BaseException:
             for fd in mine:
@@ -263,23 +205,6 @@ class ForkServer:
         run.fds = {"in": mine[0], "out": mine[1], "err": mine[2]}
         self.expected.append(("spawn", run))
 
-    def _network_for(self, run: Run) -> int | None:
-        """The network namespace the run joins: the host's if it asked for no isolation, else
-        its slot's own empty one (or, if one cannot be made, the server's empty one)."""
-        if self.host_netns is None or self.server_netns is None:
-            return None
-        if not run.request["isolate_network"]:
-            return self.host_netns
-        if run.slot not in self.slot_netns:
-            if _libc().unshare(CLONE_NEWNET) != 0:
-                return self.server_netns
-            try:
-                self.slot_netns[run.slot] = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-            finally:
-                if _libc().setns(self.server_netns, CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), "could not return to the server's network namespace")
-        return self.slot_netns[run.slot]
-
     def _spawned(self, run: Run, reply: bytes) -> None:
         """The zygote's answer to a spawn request: the run's pid, or why not."""
         (_, pid) = PID.unpack(reply)
@@ -288,7 +213,7 @@ class ForkServer:
                 os.close(fd)
             run.fds = {}
             self._start_failed(run.request, run.slot, OSError(-pid, os.strerror(-pid)),
-                               slot_reusable=self._reset_workdir(run))
+                               slot_reusable=self.slots.reset_workdir(run.slot, run.workdir))
             return
         run.pid = pid
         run.pidfd = os.pidfd_open(pid)  # the zygote reaps it only when told to, so it is still there
@@ -399,8 +324,8 @@ class ForkServer:
         self.expected.append(("reap", run))
 
     def _reaped(self, run: Run, status: int) -> None:
-        if self._reset_workdir(run):
-            self.free_slots.append(run.slot)
+        if self.slots.reset_workdir(run.slot, run.workdir):
+            self.slots.free.append(run.slot)
         cap = int(run.request["max_output_bytes"])
         self.send({
             "id": run.request["id"],
@@ -410,7 +335,7 @@ class ForkServer:
             "timed_out": run.timed_out,
             "overflow": run.overflow,
             "duration": run.duration,
-            "network_isolated": self.network and bool(run.request["isolate_network"]),
+            "network_isolated": self.slots.network and bool(run.request["isolate_network"]),
         })
         self.start_waiting()
 
@@ -432,28 +357,6 @@ class ForkServer:
 
         kill_until_gone(uid_survivors, lambda _: kill_uid_processes(uid))
 
-    def _reset_workdir(self, run: Run) -> bool:
-        """Leave the run's working directory as new for the slot's next run, whatever the
-        program did to it (a directory named like the source file, a tree deeper than any
-        recursion, unreadable directories, FIFOs, links, changed permissions, timestamps or
-        extended attributes...). Returns whether the slot can be used again; a slot whose
-        directory could not be renewed is retired, and the server lives on with the others."""
-        if self.private and run.uid is not None:
-            with contextlib.suppress(OSError):
-                # Untouched (most runs, failed ones too: the source is never written there)?
-                if directory_state(run.workdir) == self.mounted.get(run.slot):
-                    return True
-            try:  # a fresh tmpfs: quicker and surer than deleting whatever is there
-                self.mounted[run.slot] = mount_workdir(run.workdir, run.uid, SANDBOX_GID)
-            except OSError:
-                self.mounted.pop(run.slot, None)
-                return False
-            return True
-        # A fresh directory per run (the slot is reusable whatever happens to this one).
-        with contextlib.suppress(OSError):
-            remove_tree(run.workdir)
-        return True
-
     # -- the loop ---------------------------------------------------------------------
 
     def _on_control(self) -> bool:
@@ -468,7 +371,7 @@ class ForkServer:
 
     def start_zygote(self) -> None:
         """Fork the zygote (call after the warm imports and ``gc.freeze()``)."""
-        self.zygote = Zygote.start(self.pid_namespaces,
+        self.zygote = Zygote.start(self.slots.pid_namespaces,
                                     (self.control_in, self.control_out, self.selector.fileno()))
         self.selector.register(self.zygote.socket, selectors.EVENT_READ, "zygote")
         self.selector.register(self.zygote.pidfd, selectors.EVENT_READ, "zygote-exit")
@@ -476,9 +379,10 @@ class ForkServer:
     def serve(self) -> None:
         assert self.zygote is not None
         self.selector.register(self.control_in, selectors.EVENT_READ, None)
-        self.send({"pid": os.getpid(), "network": self.network, "block": self.block, "zygote": self.zygote.pid,
-                   "isolation": {"filesystem": self.private, "uid": self.block is not None,
-                                 "pid": self.pid_namespaces, "ipc": self.ipc_namespaces,
+        slots = self.slots
+        self.send({"pid": os.getpid(), "network": slots.network, "block": slots.block, "zygote": self.zygote.pid,
+                   "isolation": {"filesystem": slots.private, "uid": slots.block is not None,
+                                 "pid": slots.pid_namespaces, "ipc": slots.ipc_namespaces,
                                  "syscalls": self.zygote.filtered}})
         try:
             while True:
@@ -530,7 +434,7 @@ class ForkServer:
 
         kill_until_gone(lambda: reap(self._orphans()), kill_everything)
         for run in runs:
-            self._reset_workdir(run)
+            self.slots.reset_workdir(run.slot, run.workdir)
 
 
 
