@@ -184,6 +184,152 @@ def _reset(env_fn: Callable[[], AECEnv], problem: int, split: str) -> AECEnv:
     return env
 
 
+@dataclass
+class Node:
+    """A problem of a tree rollout whose live state waits for ``agent`` to act: the next node
+    to expand. ``messages`` is the agent's prompt there, the same for all N branches."""
+
+    problem: int
+    agent: str
+    turn: int
+    messages: Messages
+
+
+@dataclass
+class Expansion:
+    """The samples of one expanded node, the new live state's selected branch among them,
+    and the seconds of tree work (deep copies and selection) it took."""
+
+    samples: list[Sample]
+    seconds_tree: float
+
+
+class TreeStates(Protocol):
+    """The live states of a tree rollout's problems, wherever they are held: in this process
+    (:class:`LocalTree`) or on rollout-worker actors (:mod:`trainers.distributed.rollout`).
+    :func:`drive_tree` runs the algorithm against this interface, so both give the same samples."""
+
+    def live(self) -> list[Node]:
+        """After stepping done agents with None (:func:`advance_dead`), one node per problem
+        that has a live agent, in problem order."""
+        ...
+
+    def expand(self, nodes: Sequence[Node], completions: Sequence[Sequence[Completion]],
+               chosen: Sequence[int | None]) -> list[Expansion]:
+        """Branch every node N ways (one fresh deep copy per completion), continue from branch
+        ``chosen[k]`` or, where it is None, the first best reward; one expansion per node."""
+        ...
+
+    def successes(self) -> list[bool]:
+        """:func:`episode_success` of every problem's final state, in problem order."""
+        ...
+
+
+def expand_node(state: AECEnv, node: Node, completions: Sequence[Completion], chosen: int | None
+                ) -> tuple[AECEnv, Expansion]:
+    """The N branches of ``node`` (live state ``state``): every completion applied to its own
+    deep copy, its reward read from that copy (trap 2); returns the branch that continues
+    (``chosen``, or the first best reward when None) and the samples."""
+    seconds_tree = 0.0
+    branches, samples = [], []
+    for i, completion in enumerate(completions):
+        copy_start = time.perf_counter()
+        branch = copy.deepcopy(state)
+        seconds_tree += time.perf_counter() - copy_start
+        branch.step(completion.text)
+        reward, reward_global, reward_local = acting_reward(branch, node.agent)
+        branches.append(branch)
+        samples.append(Sample(node.problem, i, node.agent, node.turn, node.messages, completion, reward,
+                              reward_global, reward_local))
+    select_start = time.perf_counter()
+    best = chosen if chosen is not None else select_branch([s.reward for s in samples], "greedy", _NO_RNG)
+    samples[best].selected = True
+    seconds_tree += time.perf_counter() - select_start
+    return branches[best], Expansion(samples, seconds_tree)
+
+
+#: Greedy selection draws nothing; random choices are drawn by :func:`drive_tree`, in problem order.
+_NO_RNG = random.Random(0)
+
+
+class LocalTree:
+    """:class:`TreeStates` in this process: one live env per problem, which *is* the selected
+    branch (trap 1), and per-problem turn counters for envs that do not report turns."""
+
+    def __init__(self, env_fn: Callable[[], AECEnv], problems: Sequence[int], split: str) -> None:
+        self.states = {p: _reset(env_fn, p, split) for p in problems}
+        self.counters = {p: Counter() for p in problems}
+
+    def live(self) -> list[Node]:
+        nodes = []
+        for p, state in self.states.items():
+            advance_dead(state)
+            if not episode_over(state):
+                agent = state.agent_selection
+                nodes.append(Node(p, agent, _turn_of(state, agent, self.counters[p]), agent_prompt(state, agent)))
+        return nodes
+
+    def expand(self, nodes: Sequence[Node], completions: Sequence[Sequence[Completion]],
+               chosen: Sequence[int | None]) -> list[Expansion]:
+        expansions = []
+        for node, group, choice in zip(nodes, completions, chosen, strict=True):
+            self.states[node.problem], expansion = expand_node(self.states[node.problem], node, group, choice)
+            self.counters[node.problem][node.agent] += 1
+            expansions.append(expansion)
+        return expansions
+
+    def replay(self, problem: int, actions: Sequence[str]) -> None:
+        """Bring ``problem``'s state to where the selected ``actions`` (in order) lead from its
+        reset: how a replacement rollout worker recovers the problems of one that died (env
+        steps are deterministic given the seed and the actions, PettingZoo's ``seed_test``)."""
+        state = self.states[problem]
+        for action in actions:
+            advance_dead(state)
+            self.counters[problem][state.agent_selection] += 1
+            state.step(action)
+
+    def successes(self) -> list[bool]:
+        return [episode_success(state) for state in self.states.values()]
+
+
+def drive_tree(tree: TreeStates, n: int, sampler: Sampler, *, selection: str = "greedy",
+               rng: random.Random | None = None, max_steps: int = 10_000) -> RolloutResult:
+    """The tree rollout's loop over ``tree`` (see the module docstring): at every agent step,
+    one batched sampler call with every live problem's prompt, then every node expanded.
+    Random selection draws its choices here, one per node in problem order, so where the
+    states live does not change them. More than ``max_steps`` agent steps means an env that
+    never ends: an error, not a hang."""
+    if selection not in ("greedy", "random"):
+        raise ValueError(f"selection must be 'greedy' or 'random', got {selection!r}")
+    rng = rng or random.Random(0)
+    result = RolloutResult()
+    for _ in range(max_steps + 1):
+        nodes = tree.live()
+        if not nodes:
+            break
+        by_agent: dict[str, list[Node]] = defaultdict(list)
+        for node in nodes:  # in lockstep every problem has the same agent to move; stay general anyway
+            by_agent[node.agent].append(node)
+        for agent, agent_nodes in by_agent.items():
+            start = time.perf_counter()
+            completions = sampler(agent, [node.messages for node in agent_nodes], n)
+            result.seconds_generate += time.perf_counter() - start
+            for group in completions:
+                if len(group) != n:
+                    raise ValueError(f"the sampler returned {len(group)} completions, expected {n}")
+            chosen = [rng.randrange(n) if selection == "random" else None for _ in agent_nodes]
+            start = time.perf_counter()
+            for expansion in tree.expand(agent_nodes, completions, chosen):
+                result.samples.extend(expansion.samples)
+                result.seconds_tree += expansion.seconds_tree
+            result.seconds_env += time.perf_counter() - start
+    else:
+        raise RuntimeError(f"episodes did not end within max_steps={max_steps} agent steps")
+    result.successes = tree.successes()
+    result.success_metric = "tree/success_rate"
+    return result
+
+
 def tree_rollout(
     env_fn: Callable[[], AECEnv],
     problems: Sequence[int],
@@ -195,54 +341,9 @@ def tree_rollout(
     rng: random.Random | None = None,
     max_steps: int = 10_000,
 ) -> RolloutResult:
-    """AT-GRPO's tree rollout of every problem (see the module docstring). More than
-    ``max_steps`` agent steps means an env that never ends: an error, not a hang."""
-    rng = rng or random.Random(0)
-    result = RolloutResult()
-    states = {p: _reset(env_fn, p, split) for p in problems}
-    counters = {p: Counter() for p in problems}
-    for _ in range(max_steps + 1):
-        for state in states.values():
-            advance_dead(state)
-        active = [p for p in problems if not episode_over(states[p])]
-        if not active:
-            break
-        by_agent: dict[str, list[int]] = defaultdict(list)
-        for p in active:  # in lockstep every problem has the same agent to move; stay general anyway
-            by_agent[states[p].agent_selection].append(p)
-        for agent, group_problems in by_agent.items():
-            prompts = [agent_prompt(states[p], agent) for p in group_problems]
-            turns = [_turn_of(states[p], agent, counters[p]) for p in group_problems]
-            start = time.perf_counter()
-            completions = sampler(agent, prompts, n)
-            result.seconds_generate += time.perf_counter() - start
-            start = time.perf_counter()
-            for p, messages, turn, group in zip(group_problems, prompts, turns, completions, strict=True):
-                if len(group) != n:
-                    raise ValueError(f"the sampler returned {len(group)} completions, expected {n}")
-                branches, branch_samples = [], []
-                for i, completion in enumerate(group):
-                    copy_start = time.perf_counter()
-                    branch = copy.deepcopy(states[p])
-                    result.seconds_tree += time.perf_counter() - copy_start
-                    branch.step(completion.text)
-                    reward, reward_global, reward_local = acting_reward(branch, agent)
-                    branches.append(branch)
-                    branch_samples.append(Sample(p, i, agent, turn, messages, completion, reward, reward_global,
-                                                 reward_local))
-                select_start = time.perf_counter()
-                best = select_branch([s.reward for s in branch_samples], selection, rng)
-                branch_samples[best].selected = True
-                states[p] = branches[best]
-                counters[p][agent] += 1
-                result.seconds_tree += time.perf_counter() - select_start
-                result.samples.extend(branch_samples)
-            result.seconds_env += time.perf_counter() - start
-    else:
-        raise RuntimeError(f"episodes did not end within max_steps={max_steps} agent steps")
-    result.successes = [episode_success(states[p]) for p in problems]
-    result.success_metric = "tree/success_rate"
-    return result
+    """AT-GRPO's tree rollout of every problem in this process (see the module docstring)."""
+    return drive_tree(LocalTree(env_fn, problems, split), n, sampler, selection=selection, rng=rng,
+                      max_steps=max_steps)
 
 
 def independent_rollout(

@@ -1,0 +1,12 @@
+"""Scale-out of the AT-GRPO trainer on Ray and torch.distributed (docs/scaling.md).
+
+The single-process :class:`trainers.train.Trainer` stays the default; this package runs the
+same algorithm with its parts on Ray actors:
+
+* :mod:`~trainers.distributed.config`: the layout (how many of each actor, their resources);
+* :mod:`~trainers.distributed.cluster`: Ray init or cluster join, placement groups, bounded waits;
+* :mod:`~trainers.distributed.rollout`: tree rollouts whose envs live on rollout workers;
+* :mod:`~trainers.distributed.engine`: generation engines (transformers or vLLM) per policy;
+* :mod:`~trainers.distributed.train_worker`: data-parallel PPO updates on torch.distributed;
+* :mod:`~trainers.distributed.trainer`: the trainer that puts them together.
+"""

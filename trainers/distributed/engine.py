@@ -1,0 +1,157 @@
+"""Generation engines as Ray actors, one pool per policy, behind the generation protocol.
+
+:class:`GenerationEngine` is the actor: it builds the run's generation backend for **one**
+policy inside its process (``TrainConfig.generation_backend``: ``transformers``, the trainer's
+own sampler on the actor's device, what the CPU tests run; ``vllm``, a vLLM engine on the
+actor's GPU, a code path that cannot run on this CPU machine) and serves
+``generate(prompts, n, seeds)``. :class:`RayGenerator` implements
+:class:`trainers.generation.protocol.Generator` over the pools: one call's prompts are split
+over the policy's engines by prompt (a prompt's ``n`` completions stay together, so each
+engine still shares the prompt's KV cache), sent at once, and gathered in order. Per-request
+seeds (:class:`trainers.seeding.RequestSeeds`) make each completion a function of its prompt,
+its seed and the weights, so the split changes nothing.
+
+**Weights** flow from a policy's rank-0 training worker to its engines after every update
+(:meth:`RayGenerator.push`): the worker's weights go into Ray's object store once and every
+engine loads them from there (full weights, the LoRA adapter, or for vLLM the merged
+weights). NCCL broadcasts from the trainer to the engines are not implemented (docs/scaling.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from trainers.config import TrainConfig
+from trainers.distributed.cluster import Slot, get, import_ray
+from trainers.distributed.config import DistributedConfig
+from trainers.generation.protocol import Generation, LogprobSource, check_seeds
+
+
+def policy_roles(config: TrainConfig, roles: Sequence[str], policy: str) -> list[str]:
+    """The roles that policy ``policy`` plays: a :class:`~trainers.policy.PolicySet` built for
+    them holds that policy alone."""
+    mapping = config.policy_for_roles(roles)
+    return [role for role in roles if mapping[role] == policy]
+
+
+def weight_state(model: Any, policy: str, *, lora: bool, merged: bool) -> Any:
+    """What an engine loads from ``model`` (policy ``policy``, its adapter active under LoRA):
+    for vLLM (``merged``) the weights under the base model's names with the adapters folded in,
+    else the LoRA adapter's or the full model's state dict, on the CPU."""
+    if merged:
+        from trainers.generation.vllm_backend import _merged_state
+
+        return [(k, v.cpu()) for k, v in _merged_state(model)]
+    if lora:
+        from peft import get_peft_model_state_dict
+
+        state = get_peft_model_state_dict(model, adapter_name=policy)
+    else:
+        state = model.state_dict()
+    return {k: v.detach().cpu().clone() for k, v in state.items()}
+
+
+class GenerationEngine:
+    """The actor: the run's generation backend for one policy (module docstring)."""
+
+    def __init__(self, config: TrainConfig, roles: list[str], policy: str) -> None:
+        """Start from ``config.model``; the trainer pushes its weights before the first rollout
+        (:meth:`RayGenerator.push`), so a resumed run's engines need no checkpoint path."""
+        self.config = config
+        self.policy = policy
+        self.policies: Any = None
+        if config.generation_backend == "vllm":
+            from transformers import AutoTokenizer, GenerationConfig
+
+            from trainers.generation.vllm_backend import VLLMGenerator
+            from trainers.policy import stop_token_ids
+
+            try:
+                generation_config = GenerationConfig.from_pretrained(config.model)
+            except OSError:  # no generation_config.json: the tokenizer's eos alone
+                generation_config = None
+            self.generator: Any = VLLMGenerator(
+                config.model, temperature=config.temperature, max_new_tokens=config.max_new_tokens,
+                stop_token_ids=stop_token_ids(AutoTokenizer.from_pretrained(config.model), generation_config),
+                seed=config.seed, dtype=config.dtype, gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+                policy=policy)
+        else:
+            from trainers.generation.transformers_backend import TransformersGenerator
+            from trainers.policy import PolicySet
+
+            self.policies = PolicySet(config, policy_roles(config, roles, policy))
+            self.generator = TransformersGenerator(self.policies)
+
+    def generate(self, prompts: list[list[int]], n: int, seeds: list[int] | None) -> list[Generation]:
+        return self.generator.generate(self.policy, prompts, n, seeds=seeds)
+
+    def load_weights(self, state: Any) -> None:
+        """Take the training worker's weights (:func:`weight_state`) for the next ``generate``."""
+        if self.policies is None:  # vLLM: merged (name, tensor) pairs
+            self.generator.load_state(state)
+            self.generator.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
+        elif self.config.lora:
+            from peft import set_peft_model_state_dict
+
+            set_peft_model_state_dict(self.policies.peft_model, state, adapter_name=self.policy)
+        else:
+            self.policies.models[self.policy].load_state_dict(state)
+
+    def ready(self) -> bool:
+        return True
+
+
+class RayGenerator:
+    """:class:`~trainers.generation.protocol.Generator` over each policy's engine actors."""
+
+    follows_updates = True
+
+    def __init__(self, config: TrainConfig, dist: DistributedConfig, roles: Sequence[str],
+                 slots: dict[str, list[Slot]]) -> None:
+        ray = import_ray()
+        self.timeout = dist.call_timeout_s
+        self.logprob_source: LogprobSource = "engine" if config.generation_backend == "vllm" else "exact"
+        self.merged_weights = config.generation_backend == "vllm"
+        actor = ray.remote(GenerationEngine)
+        self.engines: dict[str, list[Any]] = {
+            name: [actor.options(**slot.options(), max_restarts=0).remote(config, list(roles), name) for slot in pool]
+            for name, pool in slots.items()}
+        for name, engines in self.engines.items():
+            get([engine.ready.remote() for engine in engines], self.timeout, f"the generation engines of {name!r}")
+        self.seconds_sync = 0.0
+
+    def generate(self, policy: str, prompts: Sequence[Sequence[int]], n: int, *,
+                 seeds: Sequence[int] | None = None) -> list[Generation]:
+        check_seeds(prompts, n, seeds)
+        engines = self.engines[policy]
+        count = min(len(engines), len(prompts))
+        bounds = [len(prompts) * k // count for k in range(count + 1)]
+        refs = [engines[k].generate.remote([list(p) for p in prompts[bounds[k]:bounds[k + 1]]], n,
+                                           None if seeds is None else list(seeds[bounds[k] * n:bounds[k + 1] * n]))
+                for k in range(count) if bounds[k + 1] > bounds[k]]
+        parts = get(refs, self.timeout, f"the generation engines of {policy!r}")
+        return [generation for part in parts for generation in part]
+
+    def push(self, policy: str, state_ref: Any) -> None:
+        """Every engine of ``policy`` loads the weights in ``state_ref`` (an object-store
+        reference to :func:`weight_state` output) before its next call."""
+        start = time.perf_counter()
+        get([engine.load_weights.remote(state_ref) for engine in self.engines[policy]], self.timeout,
+            f"the generation engines of {policy!r} (loading weights)")
+        self.seconds_sync += time.perf_counter() - start
+
+    def sync(self, policy: str, model: Any) -> None:
+        """Push the weights of an in-process ``model`` (the distributed trainer pushes its rank-0
+        training worker's weights with :meth:`push` instead, without passing through here)."""
+        ray = import_ray()
+        lora = hasattr(model, "peft_config")
+        self.push(policy, ray.put(weight_state(model, policy, lora=lora, merged=self.merged_weights)))
+
+    def close(self) -> None:
+        ray = import_ray()
+        for engines in self.engines.values():
+            for engine in engines:
+                ray.kill(engine, no_restart=True)
+        self.engines = {}

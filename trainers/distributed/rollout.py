@@ -1,0 +1,214 @@
+"""Tree rollouts whose envs live on rollout-worker actors.
+
+The algorithm is :func:`trainers.rollout.drive_tree`, the one the local path runs; only the
+states move. :class:`RemoteTree` implements :class:`trainers.rollout.TreeStates` over
+:class:`RolloutWorker` actors, each holding a :class:`trainers.rollout.LocalTree` of a
+contiguous share of the step's problems (its envs and sandboxes warm across steps). At every
+agent step the controller gathers every worker's live nodes, makes **one** batched sampler
+call for all problems (the generation engines), and sends each worker the N completion
+*texts* of its nodes with the branch choices the controller drew (random selection draws in
+problem order, as locally); workers branch, score and select, and return the samples, whose
+completions the controller swaps back for the full generations (ids, log-probs). Samples,
+groups and advantages are therefore the local path's for the same seeds.
+
+**Failures.** Every call waits at most ``call_timeout_s``. A worker that died or did not
+answer is killed and replaced by a new actor on its bundle, which resets its problems and
+replays the selected actions the controller recorded (env steps are deterministic given the
+problem's seed and the actions: PettingZoo's ``seed_test``); the failed call is then sent
+again, so the step completes with the same samples. More than ``max_worker_restarts``
+replacements in one rollout fail it with :class:`~trainers.distributed.cluster.ActorFailed`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pettingzoo import AECEnv
+
+from trainers.distributed.cluster import ActorFailed, Slot, get, import_ray
+from trainers.distributed.config import DistributedConfig
+from trainers.rollout import Completion, Expansion, LocalTree, Node
+
+
+@dataclass(frozen=True)
+class EnvFactory:
+    """A picklable ``env_fn``: ``pettingllm_envs.make(env_id, **kwargs)``. ``module`` is the
+    driver's registry entry for ``env_id``, registered on the worker when missing there, so
+    an env registered at run time (a plug-in, a test's env) is made the same way on actors."""
+
+    env_id: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    module: str | None = None
+
+    @classmethod
+    def of(cls, env_id: str, kwargs: dict[str, Any]) -> EnvFactory:
+        from pettingllm_envs.registry import ENV_MODULES
+
+        return cls(env_id, dict(kwargs), ENV_MODULES.get(env_id))
+
+    def __call__(self) -> AECEnv:
+        import pettingllm_envs
+        from pettingllm_envs.registry import ENV_MODULES
+
+        if self.module is not None:
+            ENV_MODULES.setdefault(self.env_id, self.module)
+        return pettingllm_envs.make(self.env_id, **self.kwargs)
+
+
+@dataclass(frozen=True)
+class TextCompletion:
+    """What a worker needs of a completion: its text (the action). Token ids and log-probs
+    stay with the controller."""
+
+    text: str
+
+
+class RolloutWorker:
+    """The actor: a :class:`~trainers.rollout.LocalTree` of its share of a step's problems."""
+
+    def __init__(self, env_fn: EnvFactory) -> None:
+        self.env_fn = env_fn
+        self.tree: LocalTree | None = None
+
+    def start(self, problems: list[int], split: str, histories: dict[int, list[str]] | None = None) -> None:
+        """Reset the problems of a new rollout; with ``histories`` (a replacement worker), replay
+        each problem's selected actions."""
+        self.tree = LocalTree(self.env_fn, problems, split)
+        for problem, actions in (histories or {}).items():
+            self.tree.replay(problem, actions)
+
+    def live(self) -> list[Node]:
+        return self._tree().live()
+
+    def expand(self, nodes: list[Node], texts: list[list[str]], chosen: list[int | None]) -> list[Expansion]:
+        completions = [[TextCompletion(t) for t in group] for group in texts]
+        return self._tree().expand(nodes, completions, chosen)
+
+    def successes(self) -> list[bool]:
+        return self._tree().successes()
+
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+    def _tree(self) -> LocalTree:
+        if self.tree is None:
+            raise RuntimeError("start() the rollout first")
+        return self.tree
+
+
+class RolloutPool:
+    """The rollout-worker actors of a run, each on its bundle, replaced when one fails."""
+
+    def __init__(self, config: DistributedConfig, slots: Sequence[Slot], env_fn: EnvFactory) -> None:
+        self.config = config
+        self.slots = list(slots)
+        self.env_fn = env_fn
+        self.workers = [self._spawn(slot) for slot in self.slots]
+        self.restarts = 0
+        """Workers replaced in the current rollout."""
+
+    def _spawn(self, slot: Slot) -> Any:
+        ray = import_ray()
+        return ray.remote(RolloutWorker).options(**slot.options(), max_restarts=0).remote(self.env_fn)
+
+    def replace(self, index: int, reason: ActorFailed) -> Any:
+        """Kill worker ``index`` (it may be hung, not dead) and start a new one on its bundle."""
+        if self.restarts >= self.config.max_worker_restarts:
+            raise ActorFailed(f"{reason}; max_worker_restarts={self.config.max_worker_restarts} replacements were "
+                              "already made in this rollout, giving up") from reason
+        self.restarts += 1
+        ray = import_ray()
+        ray.kill(self.workers[index], no_restart=True)
+        self.workers[index] = self._spawn(self.slots[index])
+        return self.workers[index]
+
+    def tree(self, problems: Sequence[int], split: str) -> RemoteTree:
+        """A new rollout of ``problems`` on the workers."""
+        self.restarts = 0
+        return RemoteTree(self, problems, split)
+
+    def shutdown(self) -> None:
+        ray = import_ray()
+        for worker in self.workers:
+            ray.kill(worker, no_restart=True)
+        self.workers = []
+
+
+class RemoteTree:
+    """:class:`trainers.rollout.TreeStates` on a :class:`RolloutPool` (module docstring)."""
+
+    def __init__(self, pool: RolloutPool, problems: Sequence[int], split: str) -> None:
+        self.pool = pool
+        self.split = split
+        self.problems = list(problems)
+        count = len(pool.workers)
+        bounds = [len(self.problems) * k // count for k in range(count + 1)]
+        self.shares = [self.problems[bounds[k]:bounds[k + 1]] for k in range(count)]
+        self.owner = {p: k for k, share in enumerate(self.shares) for p in share}
+        self.histories: dict[int, list[str]] = {p: [] for p in self.problems}
+        """The selected action of every expanded node, per problem: what a replacement replays."""
+        self.seconds_tree = 0.0
+        self._call_all({k: ("start", (share, split)) for k, share in enumerate(self.shares)}, replay=False)
+
+    def _call_all(self, calls: dict[int, tuple[str, tuple[Any, ...]]], *, replay: bool = True) -> dict[int, Any]:
+        """Call ``method(*args)`` on every worker ``k`` of ``calls`` at once, within one
+        deadline; a failed worker is replaced (its problems replayed) and its call sent again."""
+        timeout = self.pool.config.call_timeout_s
+        refs = {k: getattr(self.pool.workers[k], method).remote(*args) for k, (method, args) in calls.items()}
+        deadline = time.monotonic() + timeout
+        results: dict[int, Any] = {}
+        for k, ref in refs.items():
+            method, args = calls[k]
+            try:
+                results[k] = get(ref, max(0.0, deadline - time.monotonic()), f"rollout worker {k} ({method})")
+            except ActorFailed as failure:
+                results[k] = self._retry(k, method, args, failure, replay=replay)
+        return results
+
+    def _retry(self, k: int, method: str, args: tuple[Any, ...], failure: ActorFailed, *, replay: bool) -> Any:
+        timeout = self.pool.config.call_timeout_s
+        while True:
+            worker = self.pool.replace(k, failure)
+            histories = {p: self.histories[p] for p in self.shares[k]} if replay else None
+            try:
+                get(worker.start.remote(self.shares[k], self.split, histories), timeout,
+                    f"replacement rollout worker {k} (start)")
+                if method == "start":
+                    return None
+                return get(getattr(worker, method).remote(*args), timeout, f"replacement rollout worker {k} ({method})")
+            except ActorFailed as again:
+                failure = again
+
+    def live(self) -> list[Node]:
+        results = self._call_all({k: ("live", ()) for k in range(len(self.shares)) if self.shares[k]})
+        nodes = {node.problem: node for k in sorted(results) for node in results[k]}
+        return [nodes[p] for p in self.problems if p in nodes]
+
+    def expand(self, nodes: Sequence[Node], completions: Sequence[Sequence[Completion]],
+               chosen: Sequence[int | None]) -> list[Expansion]:
+        per_worker: dict[int, list[int]] = {}
+        for index, node in enumerate(nodes):
+            per_worker.setdefault(self.owner[node.problem], []).append(index)
+        calls = {k: ("expand", ([nodes[i] for i in indices], [[c.text for c in completions[i]] for i in indices],
+                                [chosen[i] for i in indices]))
+                 for k, indices in per_worker.items()}
+        results = self._call_all(calls)
+        expansions: list[Expansion | None] = [None] * len(nodes)
+        for k, indices in per_worker.items():
+            for i, expansion in zip(indices, results[k], strict=True):
+                for sample in expansion.samples:  # the controller's full generation, not the worker's text
+                    sample.completion = completions[i][sample.branch]
+                    if sample.selected:
+                        self.histories[nodes[i].problem].append(sample.completion.text)
+                expansions[i] = expansion
+        return [e for e in expansions if e is not None]
+
+    def successes(self) -> list[bool]:
+        results = self._call_all({k: ("successes", ()) for k in range(len(self.shares)) if self.shares[k]})
+        by_problem = {p: s for k in sorted(results) for p, s in zip(self.shares[k], results[k], strict=True)}
+        return [by_problem[p] for p in self.problems]
