@@ -180,6 +180,7 @@ def self_consistency(model: Path, args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     import pettingllm_envs
+    from pettingllm_envs.capabilities import Voting, capability
     from trainers.config import DEFAULT_PROMPT_VARIANTS, TrainConfig
     from trainers.policy import PolicySet
     from trainers.self_consistency import evaluate_self_consistency
@@ -189,7 +190,8 @@ def self_consistency(model: Path, args: argparse.Namespace) -> dict[str, Any]:
                          max_new_tokens=args.max_new_tokens, device="cpu")
     policies = PolicySet(config, ["reasoner", "tool"])
     report = evaluate_self_consistency(policies, "shared", lambda: pettingllm_envs.make("math_v0"),
-                                       range(args.eval_problems), args.g, variants=DEFAULT_PROMPT_VARIANTS)
+                                       range(args.eval_problems), args.g, voting=capability("math_v0", Voting),
+                                       variants=DEFAULT_PROMPT_VARIANTS)
     return {"single": report.single, "majority": report.majority, "greedy": report.greedy,
             "ensemble": report.ensemble, "voted": report.voted, "problems": report.problems}
 

@@ -19,7 +19,7 @@ import pettingllm_envs
 from pettingllm_envs.cli import build_parser, main
 from pettingllm_envs.cli.errors import DefaultsHelpFormatter, UsageError
 from pettingllm_envs.cli.play import read_move
-from pettingllm_envs.cli.trainer_commands import TRAINER_COMMANDS, delegated_parser
+from pettingllm_envs.cli.plugins import command_parser, discover
 from pettingllm_envs.policies import scripted_policy
 from pettingllm_envs.progress import PlainBar
 
@@ -138,9 +138,9 @@ def _all_parsers() -> dict[str, argparse.ArgumentParser]:
     top = build_parser()
     parsers = {"pettingllm": top}
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-    delegated = {c.name for c in TRAINER_COMMANDS}
+    plugins = {p.name for p in discover()}
     for name, parser in sub.choices.items():
-        parsers[name] = delegated_parser(name) if name in delegated else parser
+        parsers[name] = command_parser(name) if name in plugins else parser
     return parsers
 
 

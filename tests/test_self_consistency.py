@@ -1,25 +1,20 @@
-"""Self-consistency: voting functions, the env voters (math via verify, code via behaviour), evaluation."""
+"""Self-consistency: voting functions, the envs' Voting capabilities (math via verify, code via
+behaviour, research by command), evaluation, and the refusal of an env that declares none."""
 
 from __future__ import annotations
 
 import pytest
 
 import pettingllm_envs
+from pettingllm_envs.capabilities import MissingCapability, Voting, capability
+from pettingllm_envs.cli import main
+from pettingllm_envs.code.voting import behaviour_program, doctest_probes
 from pettingllm_envs.math.math_env import scripted_policy
 from trainers.config import TrainConfig
 from trainers.policy import PolicySet
-from trainers.self_consistency import (
-    VOTERS,
-    behaviour_program,
-    doctest_probes,
-    evaluate_self_consistency,
-    majority_vote,
-    scores,
-    vote_buckets,
-    voter_for,
-)
+from trainers.self_consistency import evaluate_self_consistency, majority_vote, scores, vote_buckets
 
-MATH = VOTERS["math_v0"]
+MATH = capability("math_v0", Voting)
 
 
 def test_buckets_merge_answers_equal_under_verify():
@@ -44,10 +39,35 @@ def test_non_transitive_equality_compares_with_the_bucket_representative():
     assert vote_buckets([1.0, 1.9, 2.6, 2.0], close) == [[0, 1, 3], [2]]
 
 
-def test_math_voter_reads_boxed_answers():
+def test_math_votes_are_the_answers_the_env_reads_for_each_role():
     env = pettingllm_envs.make("math_v0")
-    assert MATH.extract(env, ["so \\boxed{12}", "no answer", "\\boxed{ 12.0 }"]) == ["12", None, "12.0"]
-    assert voter_for("sudoku_v0").extract(env, [" 5 ", ""]) == ["5", None]
+    env.reset(seed=0)
+    assert MATH.keys(env, "reasoner", ["so \\boxed{12}", "no answer", "\\boxed{ 12.0 }"]) == ["12", None, "12.0"]
+    programs = ["```python\nprint(6 * 2)\n```", "```python\nraise SystemExit(1)\n```", "no code",
+                "```python\nprint('the answer is', 12)\nprint(12.0)\n```"]
+    keys = MATH.keys(env, "tool", programs)
+    assert keys == ["12", None, None, "12.0"] and MATH.same(keys[0], keys[3])
+
+
+def test_research_votes_on_the_command_and_its_normalised_argument():
+    voting = capability("research_v0", Voting)
+    env = pettingllm_envs.make("research_v0")
+    env.reset(seed=0)
+    keys = voting.keys(env, "main", ["ANSWER: Vel Orin", "**answer**:  vel orin", "DELEGATE: who?", "SEARCH: x",
+                                     "no command"])
+    assert keys[0] == keys[1] and keys[2] == ("DELEGATE", "who") and keys[3] is None and keys[4] is None
+
+
+def test_an_env_without_voting_is_refused_at_start_with_one_clear_line(capsys, tiny_model_dir):
+    with pytest.raises(MissingCapability) as error:
+        capability("sudoku_v0", Voting)
+    message = str(error.value)
+    assert "sudoku_v0 does not declare voting" in message and "pettingllm_envs.games.sudoku" in message
+    assert "code_v0, math_v0, research_v0" in message
+    # The command refuses it before loading the model: one line, exit status 2.
+    assert main(["self-consistency", "--model", str(tiny_model_dir), "--env", "sudoku_v0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pettingllm: error: sudoku_v0 does not declare voting") and "\n" not in err
 
 
 def test_scores_are_the_envs_success_after_the_voted_action():
@@ -72,13 +92,18 @@ def test_code_votes_by_behaviour_on_the_public_examples():
     wrong = "```python\ndef all_prefixes(string):\n    return [string]\n```"
     crash = "```python\ndef all_prefixes(string):\n    return undefined_name\n```"
     texts = [wrong, loop, "no code", comprehension, crash]
-    voter = voter_for("code_v0")
-    keys = voter.extract(env, texts)
+    voter = capability("code_v0", Voting)
+    keys = voter.keys(env, "coder", texts)
     assert keys[1] == keys[3] == "['a', 'ab', 'abc']\n"
     assert keys[0] != keys[1] and keys[2] is None and keys[4] == "raised NameError\n"
     winner = majority_vote(keys, voter.same)
     assert winner == 1
     assert scores(env, "coder", [texts[winner], wrong]) == [True, False]
+    # The tester votes on the set of tests it states, as the env parses them.
+    one = "```python\nassert all_prefixes('ab') == ['a', 'ab']\nassert all_prefixes('') == []\n```"
+    same = "```python\nassert all_prefixes('') == []\nassert all_prefixes('ab') == ['a', 'ab']\n```"
+    tester_keys = voter.keys(env, "tester", [one, same, "no tests"])
+    assert tester_keys[0] == tester_keys[1] and tester_keys[2] is None
 
 
 def test_behaviour_program_prints_one_line_per_probe():
@@ -92,7 +117,7 @@ def test_evaluation_on_math_with_the_tiny_model(tiny_model_dir):
     torch.manual_seed(0)
     policies = PolicySet(TrainConfig(model=str(tiny_model_dir), max_new_tokens=3, device="cpu"), ["reasoner", "tool"])
     report = evaluate_self_consistency(policies, "shared", lambda: pettingllm_envs.make("math_v0"), [0, 1], 3,
-                                       variants=["work backwards", "estimate and check"])
+                                       voting=MATH, variants=["work backwards", "estimate and check"])
     assert report.problems == 2 and len(report.records) == 2
     for record in report.records:
         assert len(record["successes"]) == 3 and len(record["answers"]) == 3

@@ -13,16 +13,13 @@ first action of every test problem it reports
 Run it on the initial and on a trained model (``--model RUN/checkpoints/step_K/policies/shared``)
 to compare against the trained policy.
 
-**What counts as one vote.** Answers are grouped into buckets by an env-specific *voter*
-(an env hook: :data:`VOTERS` maps an env id to one, any other env votes on its action text):
-
-* ``math_v0``: the ``\\boxed{}`` answer; two answers share a bucket when
-  :func:`pettingllm_envs.math.verify` says they are equal (``1/2`` and ``0.5`` are one vote).
-* ``code_v0``: a program's *behaviour*: what it prints for each public example call of the
-  problem (the ``>>>`` doctest lines of the statement), run in the sandbox. Programs that
-  behave identically on the public examples are one vote, as AlphaCode clusters programs by
-  outputs; hidden tests are never consulted. A problem without public examples votes on the
-  whitespace-normalised code.
+**What counts as one vote** is the env's to say: its module declares a
+:class:`~pettingllm_envs.capabilities.Voting` capability (the answer each action gives, and
+when two answers are one), and an env that declares none is refused when the command starts.
+``math_v0`` votes on the answer under :func:`pettingllm_envs.math.verify` (``1/2`` and ``0.5``
+are one vote); ``code_v0`` on a program's behaviour on the problem's public examples
+(:mod:`pettingllm_envs.code.voting`; hidden tests are never consulted); ``research_v0`` on the
+command and its normalised argument.
 
 A chain whose answer cannot be extracted casts no vote; a problem where nobody votes is
 scored as a failure. The winning bucket's first chain is the one the env scores, so any env
@@ -33,11 +30,10 @@ from __future__ import annotations
 
 import argparse
 import copy
-import doctest
 import json
 import statistics
 import sys
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,9 +41,10 @@ from typing import Any
 from pettingzoo import AECEnv
 
 import pettingllm_envs
-from pettingllm_envs.core.parsing import extract_code_block
-from pettingllm_envs.math.verify import extract_boxed, verify
+from pettingllm_envs.capabilities import Voting, capability
 from trainers.config import DEFAULT_PROMPT_VARIANTS, TrainConfig
+from trainers.generation import Generator, build_generator
+from trainers.generation.transformers_backend import TransformersGenerator
 from trainers.policy import PolicySet
 from trainers.rollout import agent_prompt, episode_success
 from trainers.variants import condition, ensemble_generate
@@ -81,83 +78,6 @@ def majority_vote(answers: Sequence[Any | None], same: Callable[[Any, Any], bool
     return max(buckets, key=len)[0]  # max keeps the first of equal lengths
 
 
-# ---------------------------------------------------------------- voters (env hooks)
-
-
-@dataclass(frozen=True)
-class Voter:
-    """How an env's actions become votes: ``extract(env, texts)`` gives each text's answer
-    (None: no vote) for the env state the texts answer; ``same`` compares two answers."""
-
-    extract: Callable[[AECEnv, Sequence[str]], list[Hashable | None]]
-    same: Callable[[Any, Any], bool]
-
-
-def _equal(a: Any, b: Any) -> bool:
-    return a == b
-
-
-def _boxed_answers(env: AECEnv, texts: Sequence[str]) -> list[Hashable | None]:
-    return [extract_boxed(t) or None for t in texts]
-
-
-def _verified_equal(a: str, b: str) -> bool:
-    return verify(a, b) or verify(b, a)
-
-
-def doctest_probes(statement: str) -> list[str]:
-    """The public example calls of a function-style problem: the sources of its ``>>>`` lines."""
-    try:
-        return [example.source.strip() for example in doctest.DocTestParser().get_examples(statement)]
-    except ValueError:  # a malformed docstring example: no public probes
-        return []
-
-
-def behaviour_program(preamble: str, code: str, probes: Sequence[str]) -> str:
-    """A program that defines ``code`` after the problem's preamble and prints the repr of
-    every probe's value (or the exception's type), one line each. The probes are the
-    dataset's example calls, never model output, and the program runs in the sandbox."""
-    lines = [preamble, code, ""]
-    for probe in probes:
-        lines += ["try:", f"    print(repr({probe}))", "except BaseException as _e:",
-                  "    print('raised', type(_e).__name__)"]
-    return "\n".join(lines)
-
-
-def _code_behaviours(env: AECEnv, texts: Sequence[str]) -> list[Hashable | None]:
-    from pettingllm_envs.sandbox import execute_many
-
-    problem = env.unwrapped.instance
-    codes = [extract_code_block(t) for t in texts]
-    probes = doctest_probes(problem.statement) if problem.style == "function" else []
-    if not probes:
-        return [" ".join(c.split()) if c else None for c in codes]
-    jobs = [i for i, c in enumerate(codes) if c]
-    results = execute_many([behaviour_program(problem.preamble or problem.statement, codes[i], probes)
-                            for i in jobs], timeout=5.0)
-    keys: list[Hashable | None] = [None] * len(texts)
-    for i, result in zip(jobs, results, strict=True):
-        if result.returncode == 0 and not result.timed_out:
-            keys[i] = result.stdout
-    return keys
-
-
-def _text_answers(env: AECEnv, texts: Sequence[str]) -> list[Hashable | None]:
-    return [t.strip() or None for t in texts]
-
-
-VOTERS: dict[str, Voter] = {
-    "math_v0": Voter(_boxed_answers, _verified_equal),
-    "code_v0": Voter(_code_behaviours, _equal),
-}
-TEXT_VOTER = Voter(_text_answers, _equal)
-
-
-def voter_for(env_id: str) -> Voter:
-    """The env's voter; envs without one vote on the stripped action text."""
-    return VOTERS.get(env_id, TEXT_VOTER)
-
-
 # ------------------------------------------------------------------- evaluation
 
 
@@ -188,10 +108,14 @@ def scores(env: AECEnv, agent: str, texts: Sequence[str]) -> list[bool]:
 
 def evaluate_self_consistency(
     policies: PolicySet, name: str, env_fn: Callable[[], AECEnv], problems: Sequence[int], g: int, *,
-    split: str = "test", variants: Sequence[str] = (), voter: Voter | None = None,
+    voting: Voting, split: str = "test", variants: Sequence[str] = (), generator: Generator | None = None,
 ) -> SelfConsistencyReport:
     """Self-consistency, single-sample, greedy and (with ``variants``) ensemble accuracy of
-    policy ``name`` on the first role's first action of ``problems`` (see the module docstring)."""
+    policy ``name`` on the first role's first action of ``problems`` (see the module docstring);
+    ``voting`` is the env's (``capability(env_id, Voting)``). ``generator`` samples the ``g``
+    chains (default: the in-process backend on ``policies``); the greedy and ensemble decodes
+    read ``policies``' weights directly."""
+    generator = generator or TransformersGenerator(policies)
     records = []
     for p in problems:
         env = env_fn()
@@ -199,10 +123,9 @@ def evaluate_self_consistency(
         agent = env.agent_selection
         messages = agent_prompt(env, agent)
         ids = policies.encode_prompt(messages)[1]
-        chosen_voter = voter or voter_for(env.metadata["name"])
-        texts = [c.text for c in policies.generate(name, [ids], g)]
-        answers = chosen_voter.extract(env, texts)
-        winner = majority_vote(answers, chosen_voter.same)
+        texts = [c.text for c in generator.generate(name, [ids], g)]
+        answers = voting.keys(env, agent, texts)
+        winner = majority_vote(answers, voting.same)
         greedy_text = ensemble_generate(policies, name, [[ids]], greedy=True)[0].text
         extra = [greedy_text]
         if variants:
@@ -276,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_model(args.model)
     env_kwargs = parse_env_kwargs(args.env_kwargs)
     check_env_config(args.env, env_kwargs)
+    voting = capability(args.env, Voting)  # before any model is loaded: an env without it is one line
     for option, value in (("--g", args.g), ("--problems", args.problems), ("--max-new-tokens", args.max_new_tokens)):
         check_at_least(option, value, 1)
     variants = _variant_list(args.variants)
@@ -288,7 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     probe = pettingllm_envs.make(args.env, **env_kwargs)
     policies = PolicySet(config, probe.possible_agents)
     report = evaluate_self_consistency(policies, "shared", lambda: pettingllm_envs.make(args.env, **env_kwargs),
-                                       range(args.problems), args.g, variants=variants)
+                                       range(args.problems), args.g, voting=voting, variants=variants,
+                                       generator=build_generator(config, policies))
     summary = {k: v for k, v in asdict(report).items() if k != "records"}
     print(json.dumps(summary, indent=2))
     if args.out:

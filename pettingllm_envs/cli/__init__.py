@@ -1,11 +1,11 @@
 """The ``pettingllm`` command line: envs, evaluation and training in one place.
 
 ``list`` the envs, ``run`` scripted episodes with a summary table, ``play`` an env in
-the terminal, ``bench`` policies on the test splits, write a ``tiny-model`` for offline
-smoke runs, ``train`` with AT-GRPO (and ``train-variants``, ``train-mgrpo``), evaluate
-with ``self-consistency`` and ``plot`` a run. The trainer commands live in ``trainers``
-and are imported only when they run (:mod:`pettingllm_envs.cli.trainer_commands`), so
-``pettingllm list`` never loads torch (docs/design.md §7).
+the terminal and ``bench`` policies on the test splits. Every other command (the trainer's
+``train``, ``train-variants``, ``train-mgrpo``, ``self-consistency``, ``tiny-model`` and
+``plot``, and any third-party one) is a plug-in that its package declares in the entry-point
+group ``pettingllm.commands`` (:mod:`pettingllm_envs.cli.plugins`): this package imports no
+trainer code, and ``pettingllm list`` never loads torch (docs/design.md §7).
 
 A mistake in what the user typed is one line on stderr and exit status 2
 (:mod:`pettingllm_envs.cli.errors`); ``--debug`` shows the traceback instead.
@@ -18,10 +18,11 @@ import statistics
 import sys
 from collections.abc import Sequence
 
+from pettingllm_envs.capabilities import MissingCapability
 from pettingllm_envs.cli.checks import ENV_KWARGS_HELP, check_at_least, check_env_config, parse_env_kwargs
 from pettingllm_envs.cli.errors import ArgumentParser, UsageError, terminal_text
 from pettingllm_envs.cli.output import format_table
-from pettingllm_envs.cli.trainer_commands import add_trainer_commands
+from pettingllm_envs.cli.plugins import add_plugin_commands
 from pettingllm_envs.episodes import play_episode
 from pettingllm_envs.policies import Policy, random_policy, scripted_policy
 from pettingllm_envs.progress import progress_bar
@@ -187,7 +188,7 @@ def build_parser() -> ArgumentParser:
                    help="replay the requested episodes even when OUT already records them")
     p.set_defaults(func=_cmd_bench)
 
-    add_trainer_commands(sub)
+    add_plugin_commands(sub, reserved=list(sub.choices))
     return parser
 
 
@@ -204,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(args_list)
         return int(args.func(args) or 0)
-    except UsageError as error:
+    except (UsageError, MissingCapability) as error:  # an env without what the command needs is a usage error
         if debug:
             raise
         print(f"pettingllm: error: {terminal_text(' '.join(str(error).split()))}", file=sys.stderr)

@@ -135,6 +135,7 @@ from pettingllm_envs.code.datasets import FORMATS, CodeDataset, CodeProblem, Tes
 from pettingllm_envs.code.judge import Outcome, clip, judge_many
 from pettingllm_envs.code.tester_tests import format_tests, parse_tests, show_test
 from pettingllm_envs.code.verdict_cache import OutcomeCache
+from pettingllm_envs.code.voting import voting as voting  # its Voting capability (self-consistency)
 from pettingllm_envs.core import ActionResult, Split, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
 from pettingllm_envs.core.parsing import find_code_block
 

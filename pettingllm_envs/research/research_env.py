@@ -75,9 +75,13 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from pettingzoo import AECEnv
+
+from pettingllm_envs.capabilities import Voting
 from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
 from pettingllm_envs.research.knowledge_base import (
     HOP_QUESTIONS,
@@ -509,6 +513,19 @@ def env(**config) -> TextAECEnv:
 def parallel_env(**config):
     """The Parallel API view: one parallel step is one agent's action (see pettingllm_envs.core)."""
     return make_parallel_env(env(**config))
+
+
+def command_keys(env: AECEnv, agent: str, texts: Sequence[str]) -> list[tuple[str, str] | None]:
+    """The vote of each candidate action: its command and normalised argument (two answers
+    naming one entity are one vote, as the env judges them), None for an invalid action."""
+    keys: list[tuple[str, str] | None] = []
+    for text in texts:
+        command, argument, reason = parse_command(agent, text)
+        keys.append((command, normalize(argument)) if command is not None and reason is None else None)
+    return keys
+
+
+voting = Voting(keys=command_keys)
 
 
 # ---------------------------------------------------------------- oracle

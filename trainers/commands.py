@@ -1,0 +1,101 @@
+"""The trainer's ``pettingllm`` commands, declared as plug-ins (:mod:`pettingllm_envs.cli.plugins`).
+
+Each :class:`~pettingllm_envs.cli.plugins.Command` below is one entry point of the group
+``pettingllm.commands`` in ``pyproject.toml``; a new command is a :class:`Command` (here or in
+its own module) plus one line there. This module is imported on every ``pettingllm`` start,
+for the ``--help`` listing, so it imports nothing heavy: each command's ``main`` and
+``parser`` are imported only when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from pettingllm_envs.cli.errors import ArgumentParser, UsageError
+from pettingllm_envs.cli.plugins import Command, require
+
+#: Where the trainer's libraries come from, for the one-line error when one is missing.
+TRAIN_EXTRA = "the train extra: pip install 'pettingllm-envs[train]'"
+#: What the model commands import before they run.
+MODEL_LIBRARIES = ("torch", "transformers")
+
+
+def _model_command(summary: str, parser: str, main: str) -> Command:
+    return Command(summary=summary, parser=parser, main=main, needs=MODEL_LIBRARIES, needs_hint=TRAIN_EXTRA,
+                   loads_models=True, user_errors=("trainers.config:ConfigError",))
+
+
+TRAIN = _model_command("train LLM policies on an env with AT-GRPO (tree rollouts, per-turn groups)",
+                       "trainers.config:build_parser", "trainers.train:main")
+TRAIN_VARIANTS = _model_command("train the first role's first answer with K prompt variants per question on one "
+                                "shared model (--prompt-variants '[]': the temperature-only baseline)",
+                                "trainers.variants:build_parser", "trainers.variants:main")
+TRAIN_MGRPO = _model_command("M-GRPO on research_v0: main and sub-agent as separate policies, optionally in two "
+                             "processes or on two machines", "trainers.mgrpo.train:build_parser",
+                             "trainers.mgrpo.train:main")
+SELF_CONSISTENCY = _model_command("evaluate a model: single-sample, majority-of-G, greedy and ensemble accuracy",
+                                  "trainers.self_consistency:build_parser", "trainers.self_consistency:main")
+
+
+# ---------------------------------------------------------------- tiny-model
+def tiny_model_parser(prog: str = "pettingllm tiny-model") -> argparse.ArgumentParser:
+    """The options of ``pettingllm tiny-model``."""
+    parser = ArgumentParser(prog=prog, description="Write a tiny byte-level causal LM with random weights and its "
+                            "tokenizer to OUT_DIR, loadable with from_pretrained: for smoke runs and tests, it "
+                            "learns nothing useful.")
+    parser.add_argument("out_dir", help="folder to write (created)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random weights")
+    return parser
+
+
+def tiny_model_main(argv: Sequence[str]) -> int:
+    """``pettingllm tiny-model OUT_DIR [--seed S]``."""
+    args = tiny_model_parser().parse_args(argv)
+    from trainers.tiny_model import write_tiny_model
+
+    path = write_tiny_model(args.out_dir, seed=args.seed)
+    print(f"wrote a tiny byte-level causal LM and tokenizer to {path} (random weights: for smoke runs and tests)")
+    return 0
+
+
+TINY_MODEL = Command(summary="write a tiny offline byte-level causal LM + tokenizer (no download)",
+                     parser="trainers.commands:tiny_model_parser", main="trainers.commands:tiny_model_main",
+                     needs=MODEL_LIBRARIES, needs_hint=TRAIN_EXTRA, loads_models=True)
+
+
+# ---------------------------------------------------------------------- plot
+def plot_parser(prog: str = "pettingllm plot") -> argparse.ArgumentParser:
+    """The options of ``pettingllm plot``."""
+    parser = ArgumentParser(prog=prog, description="Draw the curves of RUN_DIR/metrics.jsonl (reward, success, "
+                            "degenerate groups, PPO statistics, time) as one PNG.")
+    parser.add_argument("run_dir", help="a training run's --run-dir")
+    parser.add_argument("--out", help="PNG path (default: RUN_DIR/curves.png)")
+    return parser
+
+
+def plot_main(argv: Sequence[str]) -> int:
+    """``pettingllm plot RUN_DIR [--out PNG]``: the run dir is checked before matplotlib is needed."""
+    args = plot_parser().parse_args(argv)
+    metrics = Path(args.run_dir) / "metrics.jsonl"
+    if not metrics.is_file():
+        what = "does not exist" if not Path(args.run_dir).exists() else "has no metrics.jsonl"
+        raise UsageError(f"{args.run_dir} {what}: give the --run-dir of a training run that finished a step")
+    require(["matplotlib"], TRAIN_EXTRA)
+    from trainers.plot import plot_run
+
+    try:
+        paths = plot_run(args.run_dir, out=args.out)
+    except ValueError as error:  # an empty metrics file
+        raise UsageError(str(error)) from error
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
+PLOT = Command(summary="draw a training run's metric curves to PNG", parser="trainers.commands:plot_parser",
+               main="trainers.commands:plot_main")
+
+__all__ = ["MODEL_LIBRARIES", "PLOT", "SELF_CONSISTENCY", "TINY_MODEL", "TRAIN", "TRAIN_EXTRA", "TRAIN_MGRPO",
+           "TRAIN_VARIANTS"]
