@@ -6,13 +6,8 @@ import pytest
 
 import pettingllm_envs
 from pettingllm_envs.core import split_of
-from pettingllm_envs.planning.plan_path import (
-    PlanPathConfig,
-    bfs_distances,
-    parse_moves,
-    raw_env,
-    shortest_moves,
-)
+from pettingllm_envs.planning.moves import parse_moves
+from pettingllm_envs.planning.plan_path import PlanPathConfig, bfs_distances, raw_env, shortest_moves
 
 
 def fresh(seed: int = 0, **config) -> raw_env:

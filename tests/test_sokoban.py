@@ -143,7 +143,7 @@ def test_config_validation():
 def test_move_vocabulary_is_shared_with_plan_path():
     from pettingllm_envs.planning import sokoban, sokoban_board
 
-    assert sokoban.parse_moves is shared_moves.parse_moves is plan_path.parse_moves
+    assert sokoban.apply_move_action is shared_moves.apply_move_action is plan_path.apply_move_action
     assert sokoban_board.MOVES is plan_path.MOVES is shared_moves.MOVES
 
 

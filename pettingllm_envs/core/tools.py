@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pettingllm_envs.core.parsing import find_code_block
 from pettingllm_envs.core.text_env import ActionResult, TextAECEnv, TextEnvConfig
@@ -76,6 +76,25 @@ def run_tool_program(text: str, *, timeout: float, stdin: str = "", memory_mb: i
     else:
         reason = f"the program failed ({result.stop_reason or f'exit code {result.returncode}'})"
     return ToolRun(code, result.stdout, result.stderr, "execution", reason)
+
+
+Read = TypeVar("Read")
+
+
+def read_tool_output(text: str, config: ToolEnvConfig,
+                     read: Callable[[str], tuple[Read | None, str | None]]) -> tuple[Read, ToolRun] | ActionResult:
+    """Run the tool's program and read what it printed with ``read`` (``(value, None)`` or
+    ``(None, reason)``): ``(value, run)``, or the penalised result when there is no code
+    block or the program fails (:meth:`ToolRun.failed_result`), or ``format_penalty`` when
+    ``read`` finds nothing in its output."""
+    run = run_tool_program(text, timeout=config.tool_timeout)
+    if run.failure is not None:
+        return run.failed_result(config)
+    value, reason = read(run.stdout)
+    if value is None:
+        return ActionResult(-config.format_penalty, valid=False, parsed={"code": run.code},
+                            invalid_reason=f"program output: {reason}", feedback=run.feedback)
+    return value, run
 
 
 def team_history_lines(

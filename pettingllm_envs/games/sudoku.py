@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
-from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program, team_history_lines
+from pettingllm_envs.core.tools import ToolEnvConfig, read_tool_output, team_history_lines
 from pettingllm_envs.games.sudoku_board import (
     BOX,
     DEFAULT_GIVENS,
@@ -224,15 +224,11 @@ class raw_env(TextAECEnv[Puzzle]):
         return self._apply_planner(text)
 
     def _apply_tool(self, text: str) -> ActionResult:
-        cfg = self.config
-        run = run_tool_program(text, timeout=cfg.tool_timeout)
-        if run.failure is not None:
-            return run.failed_result(cfg)
-        parsed = {"code": run.code}
-        placements, reason = parse_answer(run.stdout, self.instance.size, require_marker=False)
-        if placements is None:
-            return ActionResult(-cfg.format_penalty, valid=False, parsed=parsed,
-                                invalid_reason=f"program output: {reason}", feedback=run.feedback)
+        read = read_tool_output(text, self.config,
+                                lambda output: parse_answer(output, self.instance.size, require_marker=False))
+        if isinstance(read, ActionResult):
+            return read
+        placements, run = read
         outcome = apply_placements(self.instance, self.board, placements)  # on a copy: the board stays
         credited = outcome.new_cells - self.tool_credited
         self.tool_credited |= credited

@@ -1,4 +1,5 @@
-"""The move vocabulary and parser shared by the grid planning envs (plan_path, sokoban).
+"""The move vocabulary, parser and action protocol shared by the grid planning envs
+(plan_path, sokoban).
 
 One parser means a model trained on one grid env writes moves the other accepts:
 ``MOVES: U R R D`` with U/D/L/R, the words up/down/left/right, or run-together letters.
@@ -7,9 +8,10 @@ One parser means a model trained on one grid env writes moves the other accepts:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from pettingllm_envs.core import ActionResult
-from pettingllm_envs.core.tools import ToolEnvConfig, ToolRun, run_tool_program
+from pettingllm_envs.core.tools import ToolEnvConfig, ToolRun, read_tool_output
 
 #: Move letter -> (row delta, col delta); row 0 is the top of the grid.
 MOVES: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
@@ -57,14 +59,18 @@ def describe_moves(result: ActionResult) -> str:
     return text
 
 
-def run_move_program(text: str, config: ToolEnvConfig) -> tuple[list[str], ToolRun] | ActionResult:
-    """Run the tool's program and read the moves it printed: ``(moves, run)``, or the
-    penalised result when there is no code block, the program fails or prints no moves."""
-    run = run_tool_program(text, timeout=config.tool_timeout)
-    if run.failure is not None:
-        return run.failed_result(config)
-    moves, reason = parse_moves(run.stdout, require_prefix=False)
+def apply_move_action(agent: str, text: str, config: ToolEnvConfig, *,
+                      tool: Callable[[list[str], ToolRun], ActionResult],
+                      planner: Callable[[list[str]], ActionResult]) -> ActionResult:
+    """One action of a move team (``tool``, ``planner``): the moves the tool's program
+    printed go to ``tool`` (with the run; the env scores them on a copy of the state), the
+    moves of the planner's ``MOVES:`` line to ``planner`` (the env applies them). A missing
+    code block, a failed program, output without moves and a reply without a ``MOVES:`` line
+    are penalised here, the same way in both envs."""
+    if agent == "tool":
+        outcome = read_tool_output(text, config, lambda output: parse_moves(output, require_prefix=False))
+        return outcome if isinstance(outcome, ActionResult) else tool(*outcome)
+    moves, reason = parse_moves(text, require_prefix=True)
     if moves is None:
-        return ActionResult(-config.format_penalty, valid=False, parsed={"code": run.code},
-                            invalid_reason=f"program output: {reason}", feedback=run.feedback)
-    return moves, run
+        return ActionResult(-config.format_penalty, valid=False, invalid_reason=reason)
+    return planner(moves)

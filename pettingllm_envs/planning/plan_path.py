@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
-from pettingllm_envs.core.tools import ToolEnvConfig, team_history_lines
-from pettingllm_envs.planning.moves import MOVES, describe_moves, parse_moves, run_move_program
+from pettingllm_envs.core.tools import ToolEnvConfig, ToolRun, team_history_lines
+from pettingllm_envs.planning.moves import MOVES, apply_move_action, describe_moves
 
 
 @dataclass(frozen=True)
@@ -190,25 +190,18 @@ class raw_env(TextAECEnv[Maze]):
         return score, end, applied, illegal
 
     def apply_action(self, agent: str, text: str) -> ActionResult:
-        if agent == "tool":
-            return self._apply_tool(text)
-        return self._apply_planner(text)
+        return apply_move_action(agent, text, self.config, tool=self._tool_moves, planner=self._planner_moves)
 
-    def _apply_tool(self, text: str) -> ActionResult:
-        outcome = run_move_program(text, self.config)
-        if isinstance(outcome, ActionResult):
-            return outcome
-        moves, run = outcome
+    def _tool_moves(self, moves: list[str], run: ToolRun) -> ActionResult:
+        """The tool's moves, scored on a copy of the state (progress credited once)."""
         score, end, _, illegal = self._score_moves(moves, record=self.tool_record)
         self.tool_record = min(self.tool_record, self.instance.dist(end))
         parsed = {"code": run.code, "moves": "".join(moves), "simulated_end": list(end)}
         return ActionResult(score, valid=illegal is None, parsed=parsed, invalid_reason=illegal,
                             feedback=run.feedback)
 
-    def _apply_planner(self, text: str) -> ActionResult:
-        moves, reason = parse_moves(text, require_prefix=True)
-        if moves is None:
-            return ActionResult(-self.config.format_penalty, valid=False, invalid_reason=reason)
+    def _planner_moves(self, moves: list[str]) -> ActionResult:
+        """The planner's moves, applied to the real state."""
         score, end, applied, illegal = self._score_moves(moves)
         self.position = end
         self.steps_taken += applied

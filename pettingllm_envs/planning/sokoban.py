@@ -58,8 +58,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
-from pettingllm_envs.core.tools import ToolEnvConfig, team_history_lines
-from pettingllm_envs.planning.moves import describe_moves, parse_moves, run_move_program
+from pettingllm_envs.core.tools import ToolEnvConfig, ToolRun, team_history_lines
+from pettingllm_envs.planning.moves import apply_move_action, describe_moves
 from pettingllm_envs.planning.sokoban_board import (
     FLOOR,
     LEGEND,
@@ -196,15 +196,10 @@ class raw_env(TextAECEnv[Level]):
         return None if solution is None else len(solution)
 
     def apply_action(self, agent: str, text: str) -> ActionResult:
-        if agent == "tool":
-            return self._apply_tool(text)
-        return self._apply_planner(text)
+        return apply_move_action(agent, text, self.config, tool=self._tool_moves, planner=self._planner_moves)
 
-    def _apply_tool(self, text: str) -> ActionResult:
-        outcome = run_move_program(text, self.config)
-        if isinstance(outcome, ActionResult):
-            return outcome
-        moves, run = outcome
+    def _tool_moves(self, moves: list[str], run: ToolRun) -> ActionResult:
+        """The tool's moves, scored on a copy of the state (progress credited once)."""
         sim = self._simulate(moves)
         score, reason = self._score(sim, record=self.tool_record)
         if sim.deadlock is None:
@@ -213,10 +208,8 @@ class raw_env(TextAECEnv[Level]):
         return ActionResult(score, valid=sim.illegal is None, parsed=parsed, invalid_reason=reason,
                             feedback=run.feedback)
 
-    def _apply_planner(self, text: str) -> ActionResult:
-        moves, reason = parse_moves(text, require_prefix=True)
-        if moves is None:
-            return ActionResult(-self.config.format_penalty, valid=False, invalid_reason=reason)
+    def _planner_moves(self, moves: list[str]) -> ActionResult:
+        """The planner's moves, applied to the real state."""
         sim = self._simulate(moves)
         score, reason = self._score(sim)
         self.player, self.boxes = sim.player, sim.boxes
