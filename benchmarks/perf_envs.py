@@ -18,6 +18,7 @@ import argparse
 import copy
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,36 +30,30 @@ from pettingllm_envs.cli import format_table
 from pettingllm_envs.policies import scripted_policy
 
 
-def scripted_steps_per_second(env_id: str, episodes: int) -> float:
-    env = pettingllm_envs.make(env_id, split="test")
-    policy = scripted_policy(env_id)
+def steps_per_second(env: Any, episodes: int, choose: Callable[[Any, str, dict[str, Any]], Any]) -> float:
+    """Actions per second of ``env.step`` over ``episodes`` episodes (episode ``i`` reset with
+    seed ``i``); ``choose(observation, agent, info)`` picks each action, outside the timing."""
     steps, seconds = 0, 0.0
     for seed in range(episodes):
         env.reset(seed=seed)
         for agent in env.agent_iter():
             obs, _, terminated, truncated, info = env.last()
-            action = None if terminated or truncated else policy(obs, agent, info)
+            action = None if terminated or truncated else choose(obs, agent, info)
             start = time.perf_counter()
             env.step(action)
             seconds += time.perf_counter() - start
             steps += action is not None
     return steps / seconds
+
+
+def scripted_steps_per_second(env_id: str, episodes: int) -> float:
+    return steps_per_second(pettingllm_envs.make(env_id, split="test"), episodes, scripted_policy(env_id))
 
 
 def pettingzoo_tictactoe_steps_per_second(episodes: int) -> float:
-    env = tictactoe_v3.env()
     rng = np.random.default_rng(0)
-    steps, seconds = 0, 0.0
-    for seed in range(episodes):
-        env.reset(seed=seed)
-        for _agent in env.agent_iter():
-            obs, _, terminated, truncated, _ = env.last()
-            action = None if terminated or truncated else int(rng.choice(np.flatnonzero(obs["action_mask"])))
-            start = time.perf_counter()
-            env.step(action)
-            seconds += time.perf_counter() - start
-            steps += action is not None
-    return steps / seconds
+    return steps_per_second(tictactoe_v3.env(), episodes,
+                            lambda obs, _agent, _info: int(rng.choice(np.flatnonzero(obs["action_mask"]))))
 
 
 def naive_deepcopy(env: Any) -> Any:
