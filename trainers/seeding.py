@@ -8,12 +8,24 @@ call within the step, prompt, sample), and hashes that name into a seed. The ste
 checkpointed and the call counter restarts with every step, so a resumed run derives the
 same seeds as an uninterrupted one; the counter's state is checkpointed as well
 (:meth:`RequestSeeds.state_dict`), so a checkpoint taken mid-step would resume exactly too.
+
+The process-wide generators (python, numpy, torch) are seeded by :func:`seed_everything`
+only, with a seed that is either the run's own or one :func:`derive_seed` names (M-GRPO's
+main, sub and in-process sides each get ``derive_seed(seed, "mgrpo", side)``);
+:func:`rng_state` / :func:`set_rng_state` checkpoint them and :func:`isolated_rng` runs a
+block (an evaluation) in a stream of its own.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+import numpy as np
+import torch
 
 #: vLLM hands request seeds to ``torch.Generator.manual_seed`` and numpy; 63 bits fit both.
 SEED_BITS = 63
@@ -52,3 +64,41 @@ class RequestSeeds:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.base_seed, self.stream = int(state["base_seed"]), str(state["stream"])
         self.step, self.call = int(state["step"]), int(state["call"])
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python's, numpy's and torch's global generators (numpy takes 32 bits)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict[str, Any]:
+    """Every global RNG the run touches, for exact resumption."""
+    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(),
+                             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Put back the generators :func:`rng_state` saved."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+@contextmanager
+def isolated_rng(seed: int) -> Iterator[None]:
+    """Run the block with every global RNG seeded by ``seed``, then put the previous states
+    back: an evaluation draws its own reproducible samples and leaves the training stream as
+    if it had not run (so a run that evaluates resumes like one that does not)."""
+    saved = rng_state()
+    try:
+        seed_everything(seed)
+        yield
+    finally:
+        set_rng_state(saved)

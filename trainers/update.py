@@ -1,0 +1,219 @@
+"""One PPO-clip update of one policy: the update both trainers run (AT-GRPO's ``Trainer``, M-GRPO).
+
+:func:`ppo_update` takes the policy set, the name of the policy to update, its samples
+(anything with ``completion``, ``advantage`` and ``degenerate``: AT-GRPO's
+:class:`~trainers.rollout.Sample`, M-GRPO's :class:`~trainers.mgrpo.alignment.PolicySample`)
+and :class:`UpdateSettings`, and returns :class:`UpdateStats` (sums, so that policies and
+ranks add up; :mod:`trainers.metrics` turns them into the metric names both trainers log).
+
+What it does, in order (docs/design.md §4 "Loss"):
+
+1. **Which samples.** With ``drop_degenerate`` the samples of degenerate groups (all rewards
+   equal: advantage exactly 0) are left out unless a KL term applies to them
+   (:func:`trainable`); every other sample stays, a zero-advantage one included, so the
+   aggregation's normalisers count the same tokens whichever trainer calls.
+2. **Per epoch**, micro-batches of ``micro_batch_size`` sequences are scored and their
+   losses back-propagated; each micro-batch's loss is already divided by the *whole* batch's
+   normalisers (tokens, sequences), so the accumulated gradient is the full-batch gradient
+   and the micro-batch size bounds memory only. Then the gradient norm is clipped to
+   ``max_grad_norm`` and the optimiser takes **one** step.
+3. **Old log-probs, one rule.** In epoch 0 the scored policy is the one that sampled, so the
+   ratio is exactly 1: the old log-probs are the epoch-0 scores themselves (detached), not the
+   ones recorded at generation, which equal them only up to float rounding (KV cache vs. full
+   forward, another engine's kernels). Later epochs' ratios are taken against them.
+4. **Importance sampling** (``truncated_is``): when another engine sampled the tokens, each
+   token's policy-gradient term is weighed by ``min(exp(logp_old - logp_engine), tis_cap)``
+   (:mod:`trainers.importance_sampling`), fixed in epoch 0 for all epochs.
+
+**Data-parallel wrappers** (torch.distributed; each rank holds the same weights and its own
+shard of the samples) pass :class:`UpdateHooks`:
+
+* ``reduce_totals(tokens, sequences) -> (tokens, sequences)`` must return the sums over all
+  ranks (all-reduce SUM), so that every rank divides by the global normalisers;
+* ``reduce_gradients(parameters)`` is called once per epoch after the last micro-batch's
+  backward and before clipping; it must all-reduce (SUM) every parameter's ``.grad``. Summed
+  over ranks, the shards' gradients are then exactly the full batch's, every rank clips the
+  same global norm and takes the same optimiser step, so the weights stay identical. A rank
+  whose shard is empty still calls it (its gradients are zeros), so collectives never hang;
+  the update returns early only when the *reduced* totals say no rank has a sample.
+
+The model must not be wrapped in ``DistributedDataParallel``'s per-backward all-reduce (or
+must run under its ``no_sync``): the update accumulates over micro-batches and exchanges the
+epoch's gradient once. :class:`UpdateStats` stays per rank (its sums add across ranks) except
+``grad_norm``, which is the global norm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from trainers.config import Aggregation
+from trainers.importance_sampling import padded_engine_logprobs, truncated_is_weights
+from trainers.loss import ppo_clip_loss
+from trainers.policy import PolicySet
+
+
+class ScoredCompletion(Protocol):
+    """A sampled completion as the update reads it (:class:`trainers.policy.Generation`)."""
+
+    prompt_ids: Sequence[int]
+    completion_ids: Sequence[int]
+    logprobs: Sequence[float]
+    """The generating engine's log-prob of each completion token (read with ``truncated_is`` only)."""
+
+
+class UpdateSample(Protocol):
+    """A training sample: its completion, its group-relative advantage and whether its group
+    was degenerate."""
+
+    @property
+    def completion(self) -> Any: ...  # a ScoredCompletion (AT-GRPO's Sample types it as Any)
+    @property
+    def advantage(self) -> float: ...
+    @property
+    def degenerate(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    """How :func:`ppo_update` updates (:meth:`from_config` reads a trainer's config)."""
+
+    eps_low: float
+    """Lower PPO clip range: the ratio may fall to 1 - eps_low."""
+    eps_high: float
+    """Upper PPO clip range (DAPO's clip-higher when larger than ``eps_low``)."""
+    aggregation: Aggregation
+    """``token_mean``, ``sequence_mean`` or ``dr_grpo`` (:func:`trainers.loss.aggregate`)."""
+    max_new_tokens: int
+    """The completion budget: ``dr_grpo``'s constant normaliser is sequences x this."""
+    ppo_epochs: int = 1
+    """Optimiser steps per update, each over all the samples."""
+    micro_batch_size: int = 4
+    """Sequences per forward/backward (memory only: gradients accumulate)."""
+    max_grad_norm: float = 1.0
+    """Global gradient-norm clip before every optimiser step (``inf``: no clipping)."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL to the frozen reference (0: no reference forward pass)."""
+    drop_degenerate: bool = True
+    """Leave degenerate groups' samples out (they carry no policy gradient) unless ``kl_coef > 0``."""
+    truncated_is: bool = False
+    """Weigh tokens by truncated importance sampling against the engine's recorded log-probs."""
+    tis_cap: float = 2.0
+    """The largest importance weight a token gets."""
+
+    @classmethod
+    def from_config(cls, config: Any) -> UpdateSettings:
+        """The settings of a trainer config: any object with fields of these names (AT-GRPO's
+        :class:`~trainers.config.TrainConfig`, M-GRPO's config); ``truncated_is`` is its
+        ``uses_truncated_is()``."""
+        return cls(eps_low=config.eps_low, eps_high=config.eps_high, aggregation=config.aggregation,
+                   max_new_tokens=config.max_new_tokens, ppo_epochs=config.ppo_epochs,
+                   micro_batch_size=config.micro_batch_size, max_grad_norm=config.max_grad_norm,
+                   kl_coef=config.kl_coef, drop_degenerate=config.drop_degenerate,
+                   truncated_is=config.uses_truncated_is(), tis_cap=config.tis_cap)
+
+
+@dataclass
+class UpdateStats:
+    """What one update did. Sums over tokens and samples (micro-batches, policies and
+    data-parallel ranks add up); ``loss`` is the mean over epochs of the batch loss."""
+
+    samples: int = 0
+    """Samples the update trained on (after :func:`trainable`)."""
+    tokens: float = 0.0
+    """Completion tokens scored, summed over epochs."""
+    clipped_tokens: float = 0.0
+    kl_sum: float = 0.0
+    loss: float = 0.0
+    grad_norm: float = 0.0
+    """The last epoch's gradient norm before clipping."""
+    is_weight_sum: float = 0.0
+    is_truncated_tokens: float = 0.0
+    is_tokens: float = 0.0
+
+
+def _identity_totals(tokens: float, sequences: float) -> tuple[float, float]:
+    return tokens, sequences
+
+
+@dataclass(frozen=True)
+class UpdateHooks:
+    """What a data-parallel wrapper plugs in (module docstring); the defaults are one process."""
+
+    reduce_totals: Callable[[float, float], tuple[float, float]] = _identity_totals
+    reduce_gradients: Callable[[Sequence[torch.nn.Parameter]], None] | None = None
+
+
+def trainable(samples: Sequence[UpdateSample], settings: UpdateSettings) -> list[UpdateSample]:
+    """The samples that enter the update: all of them, except degenerate groups' samples with
+    ``drop_degenerate`` and no KL term (they would add nothing but cost)."""
+    if settings.drop_degenerate and settings.kl_coef == 0:
+        return [s for s in samples if not s.degenerate]
+    return list(samples)
+
+
+def ppo_update(policies: PolicySet, name: str, samples: Sequence[UpdateSample], settings: UpdateSettings, *,
+               hooks: UpdateHooks = UpdateHooks()) -> UpdateStats:
+    """Update policy ``name`` of ``policies`` on ``samples`` (all of them its own: the caller
+    picks the samples of the roles it plays); see the module docstring."""
+    batch = trainable(samples, settings)
+    out = UpdateStats(samples=len(batch))
+    local_tokens = float(sum(len(s.completion.completion_ids) for s in batch))
+    total_tokens, total_sequences = hooks.reduce_totals(local_tokens, float(len(batch)))
+    if total_sequences == 0:
+        return out
+    use_kl = settings.kl_coef > 0
+    params = policies.parameters(name)
+    optimizer = policies.optimizers[name]
+    old_logp: dict[int, torch.Tensor] = {}
+    is_weights: dict[int, torch.Tensor | None] = {}
+    for epoch in range(settings.ppo_epochs):
+        optimizer.zero_grad(set_to_none=True)
+        for start in range(0, len(batch), settings.micro_batch_size):
+            micro = batch[start:start + settings.micro_batch_size]
+            prompts = [s.completion.prompt_ids for s in micro]
+            completions = [s.completion.completion_ids for s in micro]
+            ref_logp = None
+            if use_kl:
+                with torch.no_grad(), policies.reference_model(name) as reference:
+                    ref_logp, _ = policies.token_logprobs(reference, prompts, completions)
+            with policies.active(name) as model:
+                logp, mask = policies.token_logprobs(model, prompts, completions)
+            if epoch == 0:
+                old_logp[start] = logp.detach()  # rule 3 of the module docstring: the ratio is exactly 1
+                is_weights[start] = None
+                if settings.truncated_is:
+                    engine = padded_engine_logprobs([s.completion.logprobs for s in micro], logp.shape[1], logp.device)
+                    is_weights[start], is_stats = truncated_is_weights(old_logp[start], engine, mask,
+                                                                       cap=settings.tis_cap)
+                    out.is_weight_sum += is_stats.weight_sum
+                    out.is_truncated_tokens += is_stats.truncated_tokens
+                    out.is_tokens += is_stats.tokens
+            advantages = torch.tensor([float(s.advantage) for s in micro], device=logp.device)
+            loss, stats = ppo_clip_loss(
+                logp, old_logp[start], advantages, mask, eps_low=settings.eps_low, eps_high=settings.eps_high,
+                aggregation=settings.aggregation, total_tokens=total_tokens, total_sequences=total_sequences,
+                max_len=settings.max_new_tokens, ref_logp=ref_logp, kl_coef=settings.kl_coef,
+                token_weights=is_weights[start])
+            loss.backward()
+            out.loss += float(loss.detach()) / settings.ppo_epochs
+            out.tokens += stats.tokens
+            out.clipped_tokens += stats.clipped_tokens
+            out.kl_sum += stats.kl_sum
+        if hooks.reduce_gradients is not None:
+            for p in params:
+                if p.grad is None:  # an empty shard, or a parameter the loss did not reach
+                    p.grad = torch.zeros_like(p)
+            hooks.reduce_gradients(params)
+        out.grad_norm = float(torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm))
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return out
+
+
+__all__ = ["ScoredCompletion", "UpdateHooks", "UpdateSample", "UpdateSettings", "UpdateStats", "ppo_update",
+           "trainable"]
