@@ -112,7 +112,7 @@ def test_each_role_updates_only_its_own_policy(toy, tiny_model_dir, tmp_path, lo
     before = _weights(trainer)
     stats = trainer.update("first", result.samples)
     after_first = _weights(trainer)
-    assert stats["samples"] > 0
+    assert stats.samples > 0
     assert any(not torch.equal(before["first"][k], after_first["first"][k]) for k in before["first"])
     assert all(torch.equal(before["second"][k], after_first["second"][k]) for k in before["second"])
     trainer.update("second", result.samples)

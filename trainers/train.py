@@ -19,13 +19,11 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 import pettingllm_envs
@@ -33,50 +31,14 @@ from pettingllm_envs.cli.checks import check_env_config, check_model
 from trainers.advantages import group_advantages, group_key
 from trainers.config import ConfigError, TrainConfig, load_config
 from trainers.evaluation import evaluation_metrics
-from trainers.importance_sampling import padded_engine_logprobs, truncated_is_weights
-from trainers.loss import ppo_clip_loss
+from trainers.metrics import group_metrics, update_metrics
 from trainers.policy import Generation, PolicySet
 from trainers.rollout import Messages, RolloutResult, Sample, independent_rollout, tree_rollout
-from trainers.seeding import RequestSeeds, derive_seed
+from trainers.seeding import RequestSeeds, derive_seed, isolated_rng, rng_state, seed_everything, set_rng_state
+from trainers.update import UpdateSettings, UpdateStats, ppo_update
 
 CHECKPOINTS = "checkpoints"
 METRICS = "metrics.jsonl"
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def rng_state() -> dict[str, Any]:
-    """Every global RNG the run touches, for exact resumption."""
-    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(),
-                             "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-@contextmanager
-def isolated_rng(seed: int) -> Iterator[None]:
-    """Run the block with every global RNG seeded by ``seed``, then put the previous states
-    back: an evaluation draws its own reproducible samples and leaves the training stream as
-    if it had not run (so a run that evaluates resumes like one that does not)."""
-    saved = rng_state()
-    try:
-        seed_everything(seed)
-        yield
-    finally:
-        set_rng_state(saved)
 
 
 def truncate_jsonl(path: Path, last_step: int) -> None:
@@ -230,7 +192,7 @@ class Trainer:
         self.request_seeds.begin("train", step)
         if cfg.rollout == "tree":
             # A per-step RNG for random selection: independent of everything else, so resume is exact.
-            rng = random.Random(cfg.seed * 1_000_003 + step)
+            rng = random.Random(derive_seed(cfg.seed, "selection", step))
             return tree_rollout(self.make_env, problems, cfg.n_samples, self.sampler, split=cfg.split,
                                 selection=cfg.selection, rng=rng)
         return independent_rollout(self.make_env, problems, cfg.n_samples, self.sampler, split=cfg.split)
@@ -264,33 +226,22 @@ class Trainer:
         for s, adv, deg in zip(samples, advantages, degenerate, strict=True):
             s.advantage, s.degenerate = adv, deg
         update_start = time.perf_counter()
-        update_stats = [self.update(name, samples) for name in self.policies.names]
+        update_stats = {name: self.update(name, samples) for name in self.policies.names}
         seconds_update = time.perf_counter() - update_start
         self.step += 1
 
         metrics: dict[str, float] = {"step": self.step}
         metrics.update(reward_metrics(samples, result.successes, result.success_metric))
-        trained_tokens = sum(u["tokens"] for u in update_stats)
+        metrics.update(group_metrics(stats.groups, stats.degenerate))
+        metrics.update(update_metrics(update_stats))
         metrics.update({
-            "groups/count": stats.groups,
-            "groups/degenerate_frac": stats.degenerate_frac,
-            "kl": sum(u["kl_sum"] for u in update_stats) / trained_tokens if trained_tokens else 0.0,
-            "clip_frac": sum(u["clipped"] for u in update_stats) / trained_tokens if trained_tokens else 0.0,
-            "loss": sum(u["loss"] for u in update_stats),
             "tokens": sum(len(s.completion.completion_ids) for s in samples),
             "samples": len(samples),
-            "samples/trained": sum(u["samples"] for u in update_stats),
             "time/generate": result.seconds_generate,
             "time/env": result.seconds_env,
             "time/tree": result.seconds_tree,
             "time/update": seconds_update,
         })
-        weighted_tokens = sum(u["is_tokens"] for u in update_stats)
-        if cfg.uses_truncated_is() and weighted_tokens:
-            metrics["tis/weight_mean"] = sum(u["is_weight_sum"] for u in update_stats) / weighted_tokens
-            metrics["tis/clip_frac"] = sum(u["is_truncated"] for u in update_stats) / weighted_tokens
-        for name, u in zip(self.policies.names, update_stats, strict=True):
-            metrics[f"grad_norm/{name}"] = u["grad_norm"]
         if self.should_evaluate(self.step):
             eval_start = time.perf_counter()
             metrics.update(self.evaluate())
@@ -299,69 +250,12 @@ class Trainer:
         self.log(metrics, samples)
         return metrics
 
-    def update(self, name: str, samples: Sequence[Sample]) -> dict[str, float]:
-        """PPO-clip update of policy ``name`` on the samples of the roles it plays.
-
-        Every micro-batch's loss is already scaled by the whole batch's normaliser, so the
-        accumulated gradient is the full-batch gradient; then one clipped optimiser step
-        per epoch."""
-        cfg = self.config
-        use_kl = cfg.kl_coef > 0
-        batch = [s for s in samples if self.policies.role_to_policy[s.agent] == name
-                 and not (cfg.drop_degenerate and s.degenerate and not use_kl)]
-        out = {"tokens": 0.0, "clipped": 0.0, "kl_sum": 0.0, "loss": 0.0, "grad_norm": 0.0, "samples": len(batch),
-               "is_weight_sum": 0.0, "is_truncated": 0.0, "is_tokens": 0.0}
-        if not batch:
-            return out
-        total_tokens = float(sum(len(s.completion.completion_ids) for s in batch))
-        params = self.policies.parameters(name)
-        optimizer = self.policies.optimizers[name]
-        old_logp: dict[int, torch.Tensor] = {}
-        is_weights: dict[int, torch.Tensor | None] = {}
-        for epoch in range(cfg.ppo_epochs):
-            optimizer.zero_grad(set_to_none=True)
-            for i in range(0, len(batch), cfg.micro_batch_size):
-                micro = batch[i:i + cfg.micro_batch_size]
-                prompts = [s.completion.prompt_ids for s in micro]
-                completions = [s.completion.completion_ids for s in micro]
-                ref_logp = None
-                if use_kl:
-                    with torch.no_grad(), self.policies.reference_model(name) as reference:
-                        ref_logp, _ = self.policies.token_logprobs(reference, prompts, completions)
-                with self.policies.active(name) as model:
-                    logp, mask = self.policies.token_logprobs(model, prompts, completions)
-                if epoch == 0:
-                    # Before the first optimiser step the scored policy is the one that sampled,
-                    # so the ratio is exactly 1. The log-probs recorded at generation equal logp
-                    # up to float rounding (KV cache vs. full forward, or another engine's
-                    # kernels with vLLM); logp.detach() is the same value without the rounding,
-                    # and later epochs' ratios are taken against it.
-                    old_logp[i] = logp.detach()
-                    is_weights[i] = None
-                    if cfg.uses_truncated_is():
-                        # The tokens came from the engine's distribution, the ratio's "old" policy is
-                        # the trainer's: weigh each token by min(pi_old / pi_engine, C), fixed for all epochs.
-                        engine = padded_engine_logprobs([s.completion.logprobs for s in micro], logp.shape[1],
-                                                        logp.device)
-                        is_weights[i], is_stats = truncated_is_weights(old_logp[i], engine, mask, cap=cfg.tis_cap)
-                        out["is_weight_sum"] += is_stats.weight_sum
-                        out["is_truncated"] += is_stats.truncated_tokens
-                        out["is_tokens"] += is_stats.tokens
-                old = old_logp[i]
-                advantages = torch.tensor([s.advantage for s in micro], device=logp.device)
-                loss, stats = ppo_clip_loss(
-                    logp, old, advantages, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
-                    aggregation=cfg.aggregation, total_tokens=total_tokens, total_sequences=float(len(batch)),
-                    max_len=cfg.max_new_tokens, ref_logp=ref_logp, kl_coef=cfg.kl_coef, token_weights=is_weights[i])
-                loss.backward()
-                out["loss"] += float(loss.detach()) / cfg.ppo_epochs
-                out["tokens"] += stats.tokens
-                out["clipped"] += stats.clipped_tokens
-                out["kl_sum"] += stats.kl_sum
-            out["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
-            optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if self.generator is not None:
+    def update(self, name: str, samples: Sequence[Sample]) -> UpdateStats:
+        """The PPO-clip update (:func:`trainers.update.ppo_update`) of policy ``name`` on the
+        samples of the roles it plays."""
+        own = [s for s in samples if self.policies.role_to_policy[s.agent] == name]
+        out = ppo_update(self.policies, name, own, UpdateSettings.from_config(self.config))
+        if out.samples and self.generator is not None:
             with self.policies.active(name) as model:
                 self.generator.sync_weights(model)  # the next rollout samples the updated policy
         return out
