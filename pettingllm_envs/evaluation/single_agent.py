@@ -28,6 +28,21 @@ def split_sections(reply: str, roles: Sequence[str]) -> dict[str, str]:
     return {role: sections.get(role, "") for role in roles}
 
 
+def single_agent_prompt(roles: Sequence[str], instructions: dict[str, str], task_view: str) -> list[dict[str, str]]:
+    """The one prompt of the single-agent baseline: every role's instructions in the system
+    message, the task view as the user message (pure; also the observation of
+    :class:`pettingllm_envs.evaluation.single_agent_env.SingleAgentEnv`)."""
+    parts = [f"You play every role of a team alone: {', '.join(roles)}."]
+    for role in roles:
+        parts.append(f"### {role}\n{instructions[role]}")
+    parts.append(
+        "Reply with one section per role, in this order, each starting with a line "
+        f"'### <role>' ({', '.join('### ' + r for r in roles)}), containing exactly what "
+        "that role would answer."
+    )
+    return [{"role": "system", "content": "\n\n".join(parts)}, {"role": "user", "content": task_view}]
+
+
 class SingleAgentPolicy:
     """Wraps a ``complete(messages) -> text`` function as a policy for every role."""
 
@@ -39,15 +54,7 @@ class SingleAgentPolicy:
         self._lock = threading.Lock()
 
     def prompt(self, task_view: str) -> list[dict[str, str]]:
-        parts = [f"You play every role of a team alone: {', '.join(self.roles)}."]
-        for role in self.roles:
-            parts.append(f"### {role}\n{self.instructions[role]}")
-        parts.append(
-            "Reply with one section per role, in this order, each starting with a line "
-            f"'### <role>' ({', '.join('### ' + r for r in self.roles)}), containing exactly what "
-            "that role would answer."
-        )
-        return [{"role": "system", "content": "\n\n".join(parts)}, {"role": "user", "content": task_view}]
+        return single_agent_prompt(self.roles, self.instructions, task_view)
 
     def __call__(self, observation: str, agent: str, info: dict[str, Any]) -> str:
         key = (info.get("env_id"), info.get("index"), info.get("split"), info.get("turn"))
