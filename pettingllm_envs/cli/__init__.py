@@ -16,32 +16,38 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pettingllm_envs.capabilities import MissingCapability
 from pettingllm_envs.cli.checks import ENV_KWARGS_HELP, check_at_least, check_env_config, parse_env_kwargs
+from pettingllm_envs.cli.env_support import (
+    AnyPolicy,
+    env_description,
+    env_roles,
+    oracle,
+    random_actions,
+    require_text_actions,
+    split_config,
+)
 from pettingllm_envs.cli.errors import ArgumentParser, UsageError, terminal_text
 from pettingllm_envs.cli.output import format_table
 from pettingllm_envs.cli.plugins import add_plugin_commands
-from pettingllm_envs.episodes import play_episode
-from pettingllm_envs.policies import Policy, random_policy, scripted_policy
+from pettingllm_envs.episodes import Episode, play_episode
 from pettingllm_envs.progress import progress_bar
-from pettingllm_envs.registry import env_module, list_envs, make
+from pettingllm_envs.registry import list_envs, make
 
 __all__ = ["UsageError", "build_parser", "format_table", "main"]
 
 RUN_LEGEND = ("success: share of episodes the env reports solved (games: a player won; in tictactoe_v0 that is "
               "the scripted X converting its forced win). return per role: mean episode reward of each role, "
               "all it was paid: alpha * the change of the team state after every action, plus its own local "
-              "rewards. turns: mean turns played.")
+              "rewards. turns: mean turns played. n/a: the env does not report it (infos 'success', 'turn').")
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
     rows = []
     for env_id in list_envs():
-        module = env_module(env_id)
-        doc = (module.__doc__ or "").strip().splitlines()[0]
-        rows.append((env_id, ", ".join(module.raw_env.roles), doc))
+        rows.append((env_id, ", ".join(env_roles(env_id)), env_description(env_id)))
     print(format_table(["env", "roles (turn order)", "description"], rows))
     return 0
 
@@ -52,12 +58,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     env_kwargs = parse_env_kwargs(args.env_kwargs)
     for env_id in env_ids:
         check_env_config(env_id, env_kwargs)
+        if args.policy == "scripted":
+            oracle(env_id, "run --policy scripted")
     rows = []
     with progress_bar(len(env_ids) * args.episodes, "run", "episodes") as bar:
         for env_id in env_ids:
-            policy: Policy = scripted_policy(env_id) if args.policy == "scripted" else random_policy(args.seed)
-            env = make(env_id, split=args.split, **env_kwargs)
-            roles = env.unwrapped.possible_agents
+            env = make(env_id, **split_config(env_id, args.split), **env_kwargs)
+            policy: AnyPolicy = oracle(env_id, "run --policy scripted") if args.policy == "scripted" \
+                else random_actions(env, args.seed)
+            roles = env.possible_agents
             episodes = []
             for i in range(args.episodes):
                 episodes.append(play_episode(env, policy, seed=args.seed + i))
@@ -65,14 +74,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
             env.close()
             rows.append((
                 env_id,
-                f"{sum(e.success for e in episodes) / len(episodes):.2f}",
+                _reported(episodes, "success", lambda e: e.success, "{:.2f}"),
                 " ".join(f"{role}={statistics.fmean(e.total_reward(role) for e in episodes):+.2f}" for role in roles),
-                f"{statistics.fmean(e.turns for e in episodes):.1f}",
+                _reported(episodes, "turn", lambda e: e.turns, "{:.1f}"),
                 f"{1000 * statistics.fmean(e.seconds for e in episodes):.1f}",
             ))
     print(f"{args.policy} policy, {args.episodes} episodes per env, {args.split} split, seeds from {args.seed}")
     print(format_table(["env", "success", "return per role", "turns", "ms/episode"], rows, legend=RUN_LEGEND))
     return 0
+
+
+def _reported(episodes: Sequence[Episode], key: str, value: Callable[[Episode], float], spec: str) -> str:
+    """The mean of ``value`` over ``episodes`` when the env reports ``infos[agent][key]``, else n/a
+    (an env registered from outside need not report success or turns)."""
+    if not any(key in info for e in episodes for info in e.final_infos.values()):
+        return "n/a"
+    return spec.format(statistics.fmean(value(e) for e in episodes))
 
 
 def _cmd_play(args: argparse.Namespace) -> int:
@@ -88,10 +105,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     check_at_least("--concurrency", args.concurrency, 1)
     check_at_least("--max-tokens", args.max_tokens, 1)
     env_kwargs = parse_env_kwargs(args.env_kwargs)
-    for env_id in args.envs or list_envs():
-        check_env_config(env_id, env_kwargs)
     policies = args.policy or ["scripted", "random"]
     _check_policy_specs(policies)
+    for env_id in args.envs or list_envs():
+        check_env_config(env_id, env_kwargs)
+        env = make(env_id, **env_kwargs)
+        require_text_actions(env_id, env, "bench")  # its policies read and write text
+        env.close()
+        if "scripted" in policies:
+            oracle(env_id, "bench --policy scripted")
     if any(spec.startswith("hf:") for spec in policies):
         from pettingllm_envs.cli.output import quiet_model_libraries
 

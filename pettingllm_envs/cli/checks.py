@@ -72,9 +72,10 @@ def check_env_config(env_id: str, env_kwargs: dict[str, Any]) -> None:
     the right type that pass the config's own ``validate`` and with which the env can be built
     (its dataset file exists and parses)."""
     check_env_id(env_id)
-    config_class = getattr(env_module(env_id).raw_env, "config_class", None)
+    config_class = getattr(getattr(env_module(env_id), "raw_env", None), "config_class", None)
     if config_class is None or not dataclasses.is_dataclass(config_class):
-        return  # an env registered from outside the package: its constructor checks its own config
+        _check_builds(env_id, env_kwargs)  # an env registered from outside: its constructor checks its config
+        return
     fields = {f.name for f in dataclasses.fields(config_class)}
     hints = typing.get_type_hints(config_class)
     for key, value in env_kwargs.items():
@@ -85,10 +86,18 @@ def check_env_config(env_id: str, env_kwargs: dict[str, Any]) -> None:
             raise UsageError(f"{env_id} config field {key!r} must be {hints[key].__name__}, got {value!r}")
     try:
         config_class(**env_kwargs).validate()
-        # Constructing the env loads its data: a dataset path with a typo fails here, as one line.
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"{env_id} config: {error}") from error
+    # Constructing the env loads its data: a dataset path with a typo fails here, as one line.
+    _check_builds(env_id, env_kwargs)
+
+
+def _check_builds(env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """``make(env_id, **env_kwargs)`` works; what the constructor refuses is one line."""
+    try:
         make(env_id, **env_kwargs).close()
     except (OSError, TypeError, ValueError) as error:
-        raise UsageError(f"{env_id} config: {error}") from error
+        raise UsageError(f"{env_id} config: {' '.join(str(error).split())}") from error
 
 
 def check_model(model: str, option: str = "--model") -> None:

@@ -15,8 +15,8 @@ import argparse
 from typing import Any, TextIO
 
 from pettingllm_envs.cli.checks import check_env_config, parse_env_kwargs
+from pettingllm_envs.cli.env_support import env_roles, oracle, require_text_actions, split_config
 from pettingllm_envs.cli.errors import UsageError, did_you_mean
-from pettingllm_envs.policies import scripted_policy
 from pettingllm_envs.registry import env_module, make
 
 FENCE = "```"
@@ -25,8 +25,7 @@ RULE = "=" * 72
 
 def default_role(env_id: str) -> str:
     """The role a person plays by default: the env's ``human_role``, else its first role."""
-    raw = env_module(env_id).raw_env
-    return getattr(raw, "human_role", None) or raw.roles[0]
+    return getattr(getattr(env_module(env_id), "raw_env", None), "human_role", None) or env_roles(env_id)[0]
 
 
 def read_move(stream: TextIO, out: TextIO) -> str | None:
@@ -67,12 +66,13 @@ def play(args: argparse.Namespace, stdin: TextIO, out: TextIO) -> int:
     """Play one episode of ``args.env_id`` with the person as ``args.role`` (see the module docstring)."""
     env_kwargs = parse_env_kwargs(args.env_kwargs)
     check_env_config(args.env_id, env_kwargs)
-    roles = list(env_module(args.env_id).raw_env.roles)
+    roles = env_roles(args.env_id)
     human = args.role or default_role(args.env_id)
     if human not in roles:
         raise UsageError(f"{args.env_id} has no role {human!r}{did_you_mean(human, roles)} (roles: {', '.join(roles)})")
-    env = make(args.env_id, split=args.split, **env_kwargs)
-    oracle = scripted_policy(args.env_id)
+    env = make(args.env_id, **split_config(args.env_id, args.split), **env_kwargs)
+    require_text_actions(args.env_id, env, "play")  # a move is a line the person types
+    scripted = oracle(args.env_id, "play (for the roles you do not play)") if len(roles) > 1 else None
     env.reset(seed=args.seed)
     others = ", ".join(r for r in roles if r != human) or "nobody"
     print(f"You play {human} in {args.env_id} (problem {args.seed} of the {args.split} split); "
@@ -102,10 +102,14 @@ def play(args: argparse.Namespace, stdin: TextIO, out: TextIO) -> int:
                 env.close()
                 return 0
         else:
-            action = oracle(observation, agent, info)
+            assert scripted is not None  # another role than the person's acts: the env has several
+            action = scripted(observation, agent, info)
             print(f"--- {agent} (scripted) ---\n{action}", file=out)
         env.step(action)
-        last = env.infos.get(agent, {}).get("last_action") or {}
+        last = env.infos.get(agent, {}).get("last_action")
+        if not last:  # an env that does not explain its rewards: the AEC reward is all there is
+            print(f"--- {agent}: reward {env.rewards.get(agent, 0.0):+.3f}", file=out)
+            continue
         note = f"  invalid: {last['invalid_reason']}" if last.get("invalid_reason") else ""
         print(f"--- {agent}: reward {last.get('reward', 0.0):+.3f} (global {last.get('reward_global', 0.0):.3f}, "
               f"local {last.get('reward_local', 0.0):+.3f}){note}", file=out)
