@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 
 import pytest
@@ -145,6 +146,34 @@ def test_move_vocabulary_is_shared_with_plan_path():
 
     assert sokoban.apply_move_action is shared_moves.apply_move_action is plan_path.apply_move_action
     assert sokoban_board.MOVES is plan_path.MOVES is shared_moves.MOVES
+
+
+@pytest.mark.parametrize("env_id", ["plan_path_v0", "sokoban_v0"])
+def test_both_move_envs_penalise_bad_actions_the_same_way(env_id):
+    """The move-team protocol (planning.moves.apply_move_action): a tool program that fails,
+    one whose output holds no moves, a reply without code and a planner reply without a
+    ``MOVES:`` line each get the same penalty and reason in both envs; nothing moves."""
+    def first_action(agent_text: dict[str, str]) -> dict[str, dict]:
+        env = pettingllm_envs.make(env_id, split="test").unwrapped
+        env.reset(seed=0)
+        start = copy.deepcopy(env)
+        results = {}
+        for agent in ("tool", "planner"):
+            env.step(agent_text[agent])
+            results[agent] = env.infos[agent]["last_action"]
+        state = ("position",) if env_id == "plan_path_v0" else ("player", "boxes")
+        assert all(getattr(env, name) == getattr(start, name) for name in state)
+        return results
+
+    cfg = pettingllm_envs.make(env_id).unwrapped.config
+    failed = first_action({"tool": "```python\nraise SystemExit(3)\n```", "planner": "I would go right"})
+    silent = first_action({"tool": "```python\nprint('no moves here')\n```", "planner": "no code, no moves"})
+    assert failed["tool"]["reward_local"] == -cfg.tool_error_penalty and "failed" in failed["tool"]["invalid_reason"]
+    assert silent["tool"]["reward_local"] == -cfg.format_penalty
+    assert silent["tool"]["invalid_reason"].startswith("program output: unknown move")
+    for planner in (failed["planner"], silent["planner"]):
+        assert planner["reward_local"] == -cfg.format_penalty and "MOVES:" in planner["invalid_reason"]
+        assert not planner["valid"]
 
 
 def test_optimal_solve_partial_progress_and_rewards():
