@@ -9,7 +9,7 @@ import typing
 
 import pytest
 
-from trainers.config import _FIELD_TYPES, BOUNDS, ConfigError, TrainConfig, load_config
+from trainers.config import _FIELD_TYPES, _NON_EMPTY, BOUNDS, ConfigError, TrainConfig, load_config
 
 FIELDS = [f.name for f in dataclasses.fields(TrainConfig)]
 
@@ -98,7 +98,7 @@ def _bad_values(name: str) -> list[object]:
         wrong_type = ["three", None, [1]]
         return [v for v in outside if math.isfinite(v)] + wrong_type + ([1.5] if tp is int else [])
     if tp is str:
-        return [3, None] + ([""] if name != "model" else [])
+        return [3, None] + ([""] if name in _NON_EMPTY else [])  # model's "" has its own test below
     if tp == str | None:
         return [3, ""]
     if typing.get_origin(tp) is dict:

@@ -19,21 +19,24 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import re
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+
+from trainers.advantages import GroupBy, Normalize  # their one definition, with the maths
+from trainers.generation.factory import BACKENDS, backend_class
 
 RolloutMode = Literal["tree", "independent"]
 Selection = Literal["greedy", "random"]
-GroupBy = Literal["problem_agent_turn", "problem_agent", "problem"]
-Normalize = Literal["mean_std", "mean"]
 Aggregation = Literal["token_mean", "sequence_mean", "dr_grpo"]
 Regime = Literal["shared", "per_role"]
-GenerationBackend = Literal["transformers", "vllm"]
+#: The backends of :data:`trainers.generation.factory.BACKENDS`, the one list of them.
+GenerationBackend = Literal[tuple(BACKENDS)]  # type: ignore[valid-type]
 ImportanceSampling = Literal["auto", "truncated", "none"]
 
 #: Instruction variants of the prompt-conditioned mode (docs/design.md §5): each names a
@@ -42,111 +45,27 @@ DEFAULT_PROMPT_VARIANTS = ("set up an equation", "estimate and check", "work bac
 
 
 @dataclass
-class TrainConfig:
-    """Everything a training run needs. ``pettingllm train --help`` lists the fields."""
+class PolicyConfig:
+    """What every trainer of this package configures alike: the task, the policies, how they
+    sample, group advantages, the PPO-clip loss and update (:mod:`trainers.update`) and the run.
+    :class:`TrainConfig` (AT-GRPO) and M-GRPO's :class:`~trainers.mgrpo.config.MGRPOConfig` add
+    their own fields; :func:`check_field`, :func:`build_parser` and :func:`load_config` serve
+    every subclass."""
 
-    # ------------------------------------------------------------- task
+    bounds: ClassVar[Mapping[str, Bound]]
+    """The allowed range of every numeric field (:func:`check_field`); set below the class."""
+
+    # -------------------------------------------------------------- task
     env: str = "plan_path_v0"
     """Registered env id (``pettingllm list``). Any PettingZoo AEC env that deep-copies works."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Passed to ``pettingllm_envs.make(env, **env_kwargs)`` (e.g. ``{max_turns: 2, alpha: 0.5}``)."""
     split: str = "train"
     """Split the training problems come from; keep ``test`` for evaluation (docs/design.md trap 6)."""
-    problems_per_step: int = 2
-    """Distinct problems per step. Problem ids are ``step * problems_per_step + j`` so that a
-    resumed run sees the same problems as an uninterrupted one."""
-
-    # ---------------------------------------------------------- rollout
-    n_samples: int = 4
-    """N: completions per (problem, agent, turn) node of the tree, i.e. the GRPO group size.
-    Pr[degenerate group] = p^N + (1-p)^N for a success probability p, so larger N wastes fewer groups."""
-    rollout: RolloutMode = "tree"
-    """``tree``: AT-GRPO's best-of-N tree (Zhao et al. 2025): every agent step branches N ways from
-    one shared state, the best branch continues, so all N samples of a group share one prompt.
-    ``independent``: N whole episodes per problem (plain GRPO baseline and evaluation)."""
-    selection: Selection = "greedy"
-    """Which branch continues in the tree: ``greedy`` (highest reward, first on ties, as AT-GRPO) or
-    ``random`` (an unbiased on-policy continuation, an ablation)."""
-    temperature: float = 1.0
-    """Sampling temperature; the trainer scores tokens at the same temperature so that the
-    recorded old log-probs and the new ones describe one distribution."""
-    max_new_tokens: int = 24
-    """Completion budget per action. Small by default so a CPU smoke run finishes in seconds."""
-    max_prompt_tokens: int = 4096
-    """Prompts longer than this lose the middle of their history, never the system message, the
-    chat template's framing or the latest turn (:meth:`trainers.policy.PolicySet.encode_prompt`);
-    such samples carry ``prompt_truncated`` (the env already cuts very long observations)."""
-
-    prompt_variants: list[str] = field(default_factory=lambda: list(DEFAULT_PROMPT_VARIANTS))
-    """Read only by the prompt-conditioned trainer (``pettingllm train-variants``,
-    :mod:`trainers.variants`): K instructions that condition the G first-turn rollouts of each
-    question round-robin (rollout i gets variant i mod K) on one shared model. The advantage group
-    stays the whole question (all variants together), so the model learns which strategy works.
-    An empty list (``--prompt-variants '[]'``) is the temperature-only baseline at the same budget."""
-
-    # -------------------------------------------------------- evaluation
-    eval_every: int = 10
-    """Evaluate the current policy every K steps and after the last step; 0: never. The rollout's
-    own success figure cannot stand in for this: in tree mode it is the best-of-N search's
-    (``tree/success_rate``), which on the same weights can be 100x the policy's."""
-    eval_problems: int = 32
-    """Problems of ``eval_split`` per evaluation: always ids 0 .. K-1, so successive evaluations
-    are comparable. One independent episode each, sampled at ``temperature`` (the policy that is
-    trained, not its greedy mode); ``eval/success_ci_low``/``_high`` give the 95 % Wilson interval."""
-    eval_split: str = "test"
-    """Split the evaluation problems come from: held out from ``split`` (docs/design.md trap 6)."""
-
-    # -------------------------------------------------------- advantages
-    group_by: GroupBy = "problem_agent_turn"
-    """Group key for advantages. ``problem_agent_turn`` is AT-GRPO's (every sample in a group has
-    the same prompt, GRPO's assumption); ``problem_agent`` and ``problem`` pool turns or agents as
-    ablations. Every key contains the problem: groups never mix problems (docs/design.md trap 3)."""
-    normalize: Normalize = "mean_std"
-    """``mean_std``: (r - mean) / (std + eps) as GRPO (Shao et al. 2024); ``mean``: r - mean, which
-    Dr. GRPO (Liu et al. 2025) argues removes a difficulty bias."""
-    adv_eps: float = 1e-6
-    """Added to the group std so that near-degenerate groups do not blow up."""
-    drop_degenerate: bool = True
-    """Skip samples of degenerate groups (all rewards equal, zero advantage) in the update: they carry
-    no policy gradient, only cost compute (DAPO's dynamic sampling makes the same point). Kept when
-    ``kl_coef > 0`` because the KL term still applies to them."""
-
-    # -------------------------------------------------------------- loss
-    eps_low: float = 0.2
-    """Lower PPO clip range: the ratio may fall to 1 - eps_low."""
-    eps_high: float = 0.28
-    """Upper PPO clip range, larger than ``eps_low`` (DAPO clip-higher, Yu et al. 2025): lets rare
-    good tokens grow faster and prevents entropy collapse."""
-    kl_coef: float = 0.0
-    """Weight of the k3 KL estimator (Schulman 2020) to a frozen reference policy. 0 (the default,
-    as DAPO and Dr. GRPO) skips the reference forward pass entirely."""
-    aggregation: Aggregation = "token_mean"
-    """How token losses become one number: ``token_mean`` over all tokens of the batch (DAPO),
-    ``sequence_mean`` (mean per sequence, then over sequences; original GRPO), or ``dr_grpo``
-    (sum over tokens / (sequences * max_new_tokens); Liu et al. 2025, no length bias)."""
-
-    # -------------------------------------------------------- optimiser
-    lr: float = 1e-5
-    """AdamW learning rate (full fine-tuning of a real model wants ~1e-6; LoRA or the tiny model more)."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    ppo_epochs: int = 1
-    """Passes over each step's samples. 1 is strictly on-policy; more passes reuse samples and make
-    the clip ranges matter."""
-    micro_batch_size: int = 4
-    """Sequences per forward/backward; gradients accumulate over micro-batches, so this bounds
-    memory without changing the update."""
-    max_grad_norm: float = 1.0
-    """Global gradient-norm clip per policy; guards against spikes from rare large advantages."""
 
     # ---------------------------------------------------------- policies
     model: str = ""
     """Local path (or hub id when online) of a Hugging Face causal LM with a chat template."""
-    regime: Regime = "shared"
-    """``shared``: one policy for all roles; ``per_role``: one policy per role (AT-GRPO's
-    role-specialised setting). ``policy_map`` overrides both."""
-    policy_map: dict[str, str] = field(default_factory=dict)
-    """Role -> policy name. Roles with the same name share a policy; empty: derived from ``regime``."""
     lora: bool = False
     """Train LoRA adapters (one per policy name, all on one frozen base model, via PEFT) instead of
     full copies of the model: per-role policies then cost one base model's memory."""
@@ -174,12 +93,158 @@ class TrainConfig:
     ``logit[token] - logsumexp(logits)`` chunk by chunk (the chunk's logits recomputed in the
     backward), so the ``[tokens, vocab]`` logits never exist at once (at a 152k vocabulary,
     1024 tokens are 0.6 GB in float32). 0: one chunk, the whole batch (fastest for small vocabularies)."""
+
+    # ---------------------------------------------------------- sampling
+    temperature: float = 1.0
+    """Sampling temperature; the trainer scores tokens at the same temperature so that the
+    recorded old log-probs and the new ones describe one distribution."""
+    max_new_tokens: int = 24
+    """Completion budget per action. Small by default so a CPU smoke run finishes in seconds."""
+    max_prompt_tokens: int = 4096
+    """Prompts longer than this lose the middle of their history, never the system message, the
+    chat template's framing or the latest turn (:meth:`trainers.policy.PolicySet.encode_prompt`);
+    such samples carry ``prompt_truncated`` (the env already cuts very long observations)."""
+
+    # -------------------------------------------------------- advantages
+    normalize: Normalize = "mean_std"
+    """``mean_std``: (r - mean) / (std + eps) as GRPO (Shao et al. 2024); ``mean``: r - mean, which
+    Dr. GRPO (Liu et al. 2025) argues removes a difficulty bias."""
+    adv_eps: float = 1e-6
+    """Added to the group std so that near-degenerate groups do not blow up."""
+    drop_degenerate: bool = True
+    """Skip samples of degenerate groups (all rewards equal, zero advantage) in the update: they carry
+    no policy gradient, only cost compute (DAPO's dynamic sampling makes the same point). Kept when
+    ``kl_coef > 0`` because the KL term still applies to them."""
+
+    # -------------------------------------------------------------- loss
+    eps_low: float = 0.2
+    """Lower PPO clip range: the ratio may fall to 1 - eps_low."""
+    eps_high: float = 0.28
+    """Upper PPO clip range, larger than ``eps_low`` (DAPO clip-higher, Yu et al. 2025): lets rare
+    good tokens grow faster and prevents entropy collapse."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL estimator (Schulman 2020) to a frozen reference policy. 0 (the default,
+    as DAPO and Dr. GRPO) skips the reference forward pass entirely."""
+    aggregation: Aggregation = "token_mean"
+    """How token losses become one number: ``token_mean`` over all tokens of the batch (DAPO),
+    ``sequence_mean`` (mean per sequence, then over sequences; original GRPO), or ``dr_grpo``
+    (sum over tokens / (sequences * max_new_tokens); Liu et al. 2025, no length bias)."""
+
+    # --------------------------------------------------------- optimiser
+    lr: float = 1e-5
+    """AdamW learning rate (full fine-tuning of a real model wants ~1e-6; LoRA or the tiny model more)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    ppo_epochs: int = 1
+    """Passes over each step's samples. 1 is strictly on-policy; more passes reuse samples and make
+    the clip ranges matter."""
+    micro_batch_size: int = 4
+    """Sequences per forward/backward; gradients accumulate over micro-batches, so this bounds
+    memory without changing the update."""
+    max_grad_norm: float = 1.0
+    """Global gradient-norm clip per policy; guards against spikes from rare large advantages."""
+
+    # ---------------------------------------------------- run management
+    steps: int = 100
+    """Training steps (one rollout + one update per step)."""
+    seed: int = 0
+    """Seeds python, numpy and torch (:func:`trainers.seeding.seed_everything`): a run repeats
+    exactly under the same seed and config; with ``resume`` the RNG states come from the checkpoint."""
+    run_dir: str = "runs/at_grpo"
+    """Where ``metrics.jsonl``, TensorBoard events, checkpoints and plots go."""
+
+    def check_fields(self) -> None:
+        """Coerce every field to its declared type in place (YAML reads ``1e-6`` as a string,
+        the command line gives strings) and check it against its allowed range (:func:`check_field`
+        with this config's class); raises :class:`ConfigError`."""
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, check_field(f.name, getattr(self, f.name), type(self)))
+
+    def uses_truncated_is(self) -> bool:
+        """Whether the update weighs tokens by truncated importance sampling: not unless a
+        subclass samples with another engine (:meth:`TrainConfig.uses_truncated_is`)."""
+        return False
+
+
+@dataclass
+class TrainConfig(PolicyConfig):
+    """Everything an AT-GRPO run needs: :class:`PolicyConfig`'s fields plus the tree rollout,
+    evaluation, regimes, generation backends and checkpoints. ``pettingllm train --help`` lists
+    the fields."""
+
+    # ------------------------------------------------------------- task
+    problems_per_step: int = 2
+    """Distinct problems per step. Problem ids are ``step * problems_per_step + j`` so that a
+    resumed run sees the same problems as an uninterrupted one."""
+
+    # ---------------------------------------------------------- rollout
+    n_samples: int = 4
+    """N: completions per (problem, agent, turn) node of the tree, i.e. the GRPO group size.
+    Pr[degenerate group] = p^N + (1-p)^N for a success probability p, so larger N wastes fewer groups."""
+    rollout: RolloutMode = "tree"
+    """``tree``: AT-GRPO's best-of-N tree (Zhao et al. 2025): every agent step branches N ways from
+    one shared state, the best branch continues, so all N samples of a group share one prompt.
+    ``independent``: N whole episodes per problem (plain GRPO baseline and evaluation)."""
+    selection: Selection = "greedy"
+    """Which branch continues in the tree: ``greedy`` (highest reward, first on ties, as AT-GRPO) or
+    ``random`` (an unbiased on-policy continuation, an ablation)."""
+
+    prompt_variants: list[str] = field(default_factory=lambda: list(DEFAULT_PROMPT_VARIANTS))
+    """Read only by the prompt-conditioned trainer (``pettingllm train-variants``,
+    :mod:`trainers.variants`): K instructions that condition the G first-turn rollouts of each
+    question round-robin (rollout i gets variant i mod K) on one shared model. The advantage group
+    stays the whole question (all variants together), so the model learns which strategy works.
+    An empty list (``--prompt-variants '[]'``) is the temperature-only baseline at the same budget."""
+
+    # -------------------------------------------------------- evaluation
+    eval_every: int = 10
+    """Evaluate the current policy every K steps and after the last step; 0: never. The rollout's
+    own success figure cannot stand in for this: in tree mode it is the best-of-N search's
+    (``tree/success_rate``), which on the same weights can be 100x the policy's."""
+    eval_problems: int = 32
+    """Problems of ``eval_split`` per evaluation: always ids 0 .. K-1, so successive evaluations
+    are comparable. One independent episode each, sampled at ``temperature`` (the policy that is
+    trained, not its greedy mode); ``eval/success_ci_low``/``_high`` give the 95 % Wilson interval."""
+    eval_split: str = "test"
+    """Split the evaluation problems come from: held out from ``split`` (docs/design.md trap 6)."""
+
+    # -------------------------------------------------------- advantages
+    group_by: GroupBy = "problem_agent_turn"
+    """Group key for advantages. ``problem_agent_turn`` is AT-GRPO's (every sample in a group has
+    the same prompt, GRPO's assumption); ``problem_agent`` and ``problem`` pool turns or agents as
+    ablations. Every key contains the problem: groups never mix problems (docs/design.md trap 3)."""
+
+    # ---------------------------------------------------------- policies
+    regime: Regime = "shared"
+    """``shared``: one policy for all roles; ``per_role``: one policy per role (AT-GRPO's
+    role-specialised setting). ``policy_map`` overrides both."""
+    policy_map: dict[str, str] = field(default_factory=dict)
+    """Role -> policy name. Roles with the same name share a policy; empty: derived from ``regime``."""
     generation_backend: GenerationBackend = "transformers"
-    """``transformers``: sample with the trained model itself (any device, the default).
-    ``vllm``: sample with a colocated vLLM engine on the GPU, its weights reloaded from the
-    trained model after every update (:mod:`trainers.vllm_backend`); generation is the
-    bulk of an RL step, and vLLM's batching and paged KV cache make it several times faster.
-    Shared-policy regime only (one engine)."""
+    """Which backend samples (:mod:`trainers.generation`, one protocol for all).
+    ``transformers``: the trained model itself (any device, the default).
+    ``vllm``: a colocated vLLM engine on the GPU, its weights reloaded from the trained model
+    after every update (:mod:`trainers.generation.vllm_backend`); generation is the bulk of an
+    RL step, and vLLM's batching and paged KV cache make it several times faster. Shared-policy
+    regime only (one engine).
+    ``openai``: an OpenAI-compatible server at ``openai_base_url`` (``pettingllm serve``,
+    ``vllm serve``, SGLang, llama.cpp; :mod:`trainers.generation.openai_backend`). The trainer
+    cannot load its weights into a server it does not control, so training on it needs
+    ``off_policy_generation`` (generation-only use does not)."""
+    openai_base_url: str = ""
+    """Server root including ``/v1`` for ``generation_backend: openai``, e.g. ``http://127.0.0.1:8000/v1``."""
+    openai_model: str = ""
+    """The model name the server knows; empty: ``model`` (``vllm serve DIR`` and ``pettingllm serve DIR``
+    name the model by the directory they were given)."""
+    openai_concurrency: int = 8
+    """Requests in flight to the server (one request per completion, each with its own seed)."""
+    off_policy_generation: bool = False
+    """Train on samples from a backend that does not follow the updates (``openai``: the server
+    keeps the weights it started with). Every step after the first then learns from a stale
+    policy's samples; with ``importance_sampling: auto`` each token is weighted by truncated
+    IS against the server's log-probs (the server must return them, at the sampling
+    temperature: ``vllm serve --logprobs-mode processed_logprobs``). False refuses such a run
+    up front, so staleness is never silent."""
     vllm_gpu_memory_utilization: float = 0.3
     """Share of GPU memory the vLLM engine may take; the rest stays for training."""
     importance_sampling: ImportanceSampling = "auto"
@@ -193,12 +258,6 @@ class TrainConfig:
     """C of truncated IS: the largest weight a token gets (>= 1; Yao et al. 2025 use 2)."""
 
     # ---------------------------------------------------- run management
-    steps: int = 100
-    """Training steps (one rollout + one update per step)."""
-    seed: int = 0
-    """Seeds python, numpy and torch; with ``resume`` the RNG states come from the checkpoint."""
-    run_dir: str = "runs/at_grpo"
-    """Where ``metrics.jsonl``, TensorBoard events, checkpoints and plots go."""
     checkpoint_every: int = 50
     """Write a checkpoint every K steps (and after the last step); 0: only after the last step."""
     keep_checkpoints: int = 2
@@ -221,17 +280,24 @@ class TrainConfig:
         the command line gives strings) and check it against its allowed range, then the
         combinations of fields. Raises :class:`ConfigError`, one line naming the field, the
         value and what is allowed."""
-        for f in dataclasses.fields(self):
-            setattr(self, f.name, check_field(f.name, getattr(self, f.name)))
+        self.check_fields()
         if self.generation_backend == "vllm" and (self.regime != "shared" or self.policy_map):
             raise ConfigError("generation_backend='vllm' supports the shared regime only (one engine, one policy)")
+        if self.generation_backend == "openai" and not self.openai_base_url.strip():
+            raise ConfigError("generation_backend='openai' needs openai_base_url (the server root including /v1)")
+        if self.steps > 0 and not self.off_policy_generation \
+                and not backend_class(self.generation_backend).follows_updates:
+            raise ConfigError(f"generation_backend={self.generation_backend!r} cannot load the trainer's weights, "
+                              "so every step after the first would train on a stale policy's samples: set "
+                              "off_policy_generation=true to train off-policy (truncated IS against the server's "
+                              "log-probs), or use a backend that follows the updates (transformers, vllm)")
         if not self.model:
             raise ConfigError("model is required: a local model directory (pettingllm tiny-model DIR) or a hub id")
 
     def uses_truncated_is(self) -> bool:
         """Whether the update weighs tokens by truncated importance sampling (``importance_sampling``)."""
-        if self.importance_sampling == "auto":
-            return self.generation_backend == "vllm"
+        if self.importance_sampling == "auto":  # whenever the sampler is not the trained model itself
+            return backend_class(self.generation_backend).logprob_source != "exact"
         return self.importance_sampling == "truncated"
 
     def policy_for_roles(self, roles: Sequence[str]) -> dict[str, str]:
@@ -244,9 +310,6 @@ class TrainConfig:
         if self.regime == "shared":
             return dict.fromkeys(roles, "shared")
         return {r: r for r in roles}
-
-
-_FIELD_TYPES: dict[str, Any] = typing.get_type_hints(TrainConfig)
 
 
 class ConfigError(ValueError):
@@ -312,12 +375,27 @@ BOUNDS: dict[str, Bound] = {
     "lora_alpha": _AT_LEAST_ONE,
     "logprob_chunk_size": _NON_NEGATIVE,  # 0: one chunk
     "vllm_gpu_memory_utilization": _PROBABILITY,
+    "openai_concurrency": _AT_LEAST_ONE,
     "tis_cap": Bound(1),  # a cap below 1 would down-weight every token, on-policy ones included
     "steps": _NON_NEGATIVE,
     "seed": _NON_NEGATIVE,
     "checkpoint_every": _NON_NEGATIVE,
     "keep_checkpoints": _AT_LEAST_ONE,
 }
+
+#: Each config class's view of the table: the ranges of its own numeric fields.
+PolicyConfig.bounds = {f.name: BOUNDS[f.name] for f in dataclasses.fields(PolicyConfig) if f.name in BOUNDS}
+TrainConfig.bounds = BOUNDS
+
+
+@functools.cache
+def field_types(cls: type) -> dict[str, Any]:
+    """The declared type of every field of config dataclass ``cls``."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+_FIELD_TYPES: dict[str, Any] = field_types(TrainConfig)
 
 #: Floating-point formats the weights may take (``torch.<name>``).
 DTYPES = ("float32", "bfloat16", "float16")
@@ -383,22 +461,25 @@ def _as_yaml(name: str, value: Any, kind: type) -> Any:
     return value
 
 
-def check_field(name: str, value: Any) -> Any:
-    """``value`` coerced to field ``name``'s type and checked against its range (pure);
-    raises :class:`ConfigError` naming the field, the value and what is allowed."""
-    tp = _FIELD_TYPES[name]
+def check_field(name: str, value: Any, cls: type[PolicyConfig] = TrainConfig) -> Any:
+    """``value`` coerced to the type of field ``name`` of config class ``cls`` and checked
+    against its range (``cls.bounds``) (pure); raises :class:`ConfigError` naming the field, the
+    value and what is allowed (for a choice, the closest allowed value too)."""
+    tp = field_types(cls)[name]
     args = typing.get_args(tp)
     if typing.get_origin(tp) is Literal:
         if value not in args:
-            raise _fail(name, value, "one of " + ", ".join(args))
+            from pettingllm_envs.cli.errors import did_you_mean
+
+            raise _fail(name, value, "one of " + ", ".join(args) + did_you_mean(value, args))
         return value
     if tp is bool:
         return _as_bool(name, value)
     if tp in (int, float):
         number = _as_number(name, value, tp)
-        if name not in BOUNDS:
-            raise TypeError(f"numeric field {name!r} has no entry in trainers.config.BOUNDS")
-        bound = BOUNDS[name]
+        if name not in cls.bounds:
+            raise TypeError(f"numeric field {name!r} has no entry in {cls.__name__}.bounds")
+        bound = cls.bounds[name]
         if number not in bound:
             raise _fail(name, value, bound.describe(integer=tp is int))
         return number
@@ -431,20 +512,30 @@ def check_field(name: str, value: Any) -> Any:
     raise TypeError(f"no check for field {name!r} of type {tp}")
 
 
-def build_parser(prog: str = "pettingllm train",
-                 description: str = "Train LLM policies on an env with AT-GRPO.") -> argparse.ArgumentParser:
-    """``--config FILE.yaml`` plus one ``--field-name VALUE`` option per config field. Values stay
-    strings here; :meth:`TrainConfig.validate` coerces and checks them, so the command line and
-    YAML share one set of rules and one kind of error (:class:`ConfigError`)."""
-    from pettingllm_envs.cli.errors import ArgumentParser  # one-line errors, plain-text help
+def config_field_docs(cls: type) -> dict[str, str]:
+    """The docstring of every field of config dataclass ``cls``, a subclass's overriding its bases'."""
     from pettingllm_envs.cli.options import field_docs
+
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            docs.update(field_docs(klass))
+    return docs
+
+
+def build_parser(prog: str = "pettingllm train", description: str = "Train LLM policies on an env with AT-GRPO.",
+                 cls: type[PolicyConfig] = TrainConfig) -> argparse.ArgumentParser:
+    """``--config FILE.yaml`` plus one ``--field-name VALUE`` option per field of config class
+    ``cls``. Values stay strings here; :func:`config_from_args` coerces and checks them, so the
+    command line and YAML share one set of rules and one kind of error (:class:`ConfigError`)."""
+    from pettingllm_envs.cli.errors import ArgumentParser  # one-line errors, plain-text help
 
     parser = ArgumentParser(prog=prog, description=description, argument_default=argparse.SUPPRESS)
     parser.add_argument("--config", help="YAML file with config fields; command-line options override it "
                                          "(default: none, the defaults below)")
-    docs = field_docs(TrainConfig)
-    for f in dataclasses.fields(TrainConfig):
-        tp = _FIELD_TYPES[f.name]
+    docs = config_field_docs(cls)
+    for f in dataclasses.fields(cls):
+        tp = field_types(cls)[f.name]
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         help_text = f"{docs.get(f.name, '')} (default: {default!r})".replace("%", "%%")  # argparse %-formats help
         kwargs: dict[str, Any] = {"help": help_text, "dest": f.name}
@@ -456,12 +547,24 @@ def build_parser(prog: str = "pettingllm train",
     return parser
 
 
+#: A config class of this module's machinery.
+ConfigT = typing.TypeVar("ConfigT", bound=PolicyConfig)
+
+
 def load_config(argv: Sequence[str] | None = None, *, base: dict[str, Any] | None = None,
                 prog: str = "pettingllm train", description: str = "Train LLM policies on an env with AT-GRPO.",
                 ) -> TrainConfig:
     """Defaults < ``base`` < ``--config`` YAML < command-line options; validated. ``prog`` and
     ``description`` name the command in ``--help`` and errors."""
     args = vars(build_parser(prog, description).parse_args(list(argv or [])))
+    return config_from_args(args, base=base, prog=prog)
+
+
+def config_from_args(args: dict[str, Any], *, base: dict[str, Any] | None = None, cls: type[ConfigT] = TrainConfig,
+                     prog: str = "pettingllm train") -> ConfigT:
+    """The validated ``cls`` of :func:`build_parser`'s parsed options ``args`` (``config``: the
+    YAML file): defaults < ``base`` < the YAML file < the options."""
+    args = dict(args)
     values: dict[str, Any] = dict(base or {})
     config_file = args.pop("config", None)
     if config_file:
@@ -475,17 +578,17 @@ def load_config(argv: Sequence[str] | None = None, *, base: dict[str, Any] | Non
             raise ConfigError(f"--config {config_file} is not valid YAML: {' '.join(str(error).split())}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"{config_file} must hold a YAML mapping of config fields, got {type(loaded).__name__}")
-        unknown = set(loaded) - {f.name for f in dataclasses.fields(TrainConfig)}
+        unknown = set(loaded) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             import difflib
 
-            close = {k: difflib.get_close_matches(k, [f.name for f in dataclasses.fields(TrainConfig)], n=1)
+            close = {k: difflib.get_close_matches(k, [f.name for f in dataclasses.fields(cls)], n=1)
                      for k in sorted(unknown)}
             hints = "".join(f"; {k!r}: did you mean {m[0]!r}?" for k, m in close.items() if m)
             raise ConfigError(f"unknown config keys in {config_file}: {sorted(unknown)}{hints} "
-                              "(pettingllm train --help lists the fields)")
+                              f"({prog} --help lists the fields)")
         values.update(loaded)
     values.update(args)
-    config = TrainConfig(**values)
-    config.validate()
+    config = cls(**values)
+    config.validate()  # type: ignore[attr-defined]
     return config

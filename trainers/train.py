@@ -31,9 +31,18 @@ from pettingllm_envs.cli.checks import check_env_config, check_model
 from trainers.advantages import group_advantages, group_key
 from trainers.config import ConfigError, TrainConfig, load_config
 from trainers.evaluation import evaluation_metrics
+from trainers.generation import Generation, Generator, build_generator
 from trainers.metrics import group_metrics, update_metrics
-from trainers.policy import Generation, PolicySet
-from trainers.rollout import Messages, RolloutResult, Sample, independent_rollout, tree_rollout
+from trainers.policy import PolicySet
+from trainers.rollout import (
+    LocalTree,
+    Messages,
+    RolloutResult,
+    Sample,
+    TreeStates,
+    drive_tree,
+    independent_rollout,
+)
 from trainers.seeding import RequestSeeds, derive_seed, isolated_rng, rng_state, seed_everything, set_rng_state
 from trainers.update import UpdateSettings, UpdateStats, ppo_update
 
@@ -125,7 +134,7 @@ class Trainer:
         seed_everything(config.seed)
         self.step = 0
         checkpoint = self.latest_checkpoint() if config.resume else None
-        self.policies = PolicySet(config, self.roles, init_dir=checkpoint / "policies" if checkpoint else None)
+        self.policies = self.make_policies(checkpoint / "policies" if checkpoint else None)
         if checkpoint is not None:
             self.policies.load_optimizer_state(torch.load(checkpoint / "optimizer.pt", weights_only=False))
             set_rng_state(torch.load(checkpoint / "rng.pt", weights_only=False))
@@ -142,22 +151,26 @@ class Trainer:
         self.request_seeds = RequestSeeds(config.seed)
         if checkpoint is not None:
             self.request_seeds.load_state_dict(json.loads((checkpoint / "state.json").read_text())["request_seeds"])
-        self.generator = None
-        if config.generation_backend == "vllm":
-            from trainers.vllm_backend import VLLMGenerator, engine_init_path, needs_initial_sync
-
-            self.generator = VLLMGenerator(engine_init_path(config.model, checkpoint, lora=config.lora),
-                                           temperature=config.temperature, max_new_tokens=config.max_new_tokens,
-                                           stop_token_ids=self.policies.eos_ids, seed=config.seed, dtype=config.dtype,
-                                           gpu_memory_utilization=config.vllm_gpu_memory_utilization)
-            if needs_initial_sync(checkpoint, lora=config.lora):
-                with self.policies.active("shared") as model:
-                    self.generator.sync_weights(model)  # the checkpoint's adapters, merged into the base
+        self.generator = self.make_generator(checkpoint)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2))
         self.tensorboard = self._tensorboard()
 
     # ------------------------------------------------------------------ setup
+    # make_policies, make_generator and tree_states are where the run's parts live; the
+    # distributed trainer (trainers.distributed.trainer) overrides them to put them on Ray actors.
+    def make_policies(self, init_dir: Path | None) -> PolicySet:
+        """The run's policies, from ``init_dir`` (a checkpoint's ``policies/``) when resuming."""
+        return PolicySet(self.config, self.roles, init_dir=init_dir)
+
+    def make_generator(self, checkpoint: Path | None) -> Generator:
+        """The generation backend of the config (:func:`trainers.generation.build_generator`)."""
+        return build_generator(self.config, self.policies, checkpoint=checkpoint)
+
+    def tree_states(self, problems: Sequence[int]) -> TreeStates:
+        """Where a tree rollout's live states are held: here, one env per problem."""
+        return LocalTree(self.make_env, problems, self.config.split)
+
     def make_env(self) -> Any:
         kwargs = dict(self.config.env_kwargs)
         return pettingllm_envs.make(self.config.env, **kwargs)
@@ -175,10 +188,8 @@ class Trainer:
         """The rollout's sampler: agent's policy, every prompt, n completions, one batch."""
         encodings = [self.policies.encode_prompt(messages) for messages in prompts]
         ids = [encoding.ids for encoding in encodings]
-        if self.generator is not None:
-            flat = self.generator.generate(ids, n, self.request_seeds.next_call(len(ids), n))
-        else:
-            flat = self.policies.generate(self.policies.role_to_policy[agent], ids, n)
+        flat = self.generator.generate(self.policies.role_to_policy[agent], ids, n,
+                                       seeds=self.request_seeds.next_call(len(ids), n))
         groups = [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
         for encoding, group in zip(encodings, groups, strict=True):
             for generation in group:  # the samples say when their prompt lost history to max_prompt_tokens
@@ -193,8 +204,7 @@ class Trainer:
         if cfg.rollout == "tree":
             # A per-step RNG for random selection: independent of everything else, so resume is exact.
             rng = random.Random(derive_seed(cfg.seed, "selection", step))
-            return tree_rollout(self.make_env, problems, cfg.n_samples, self.sampler, split=cfg.split,
-                                selection=cfg.selection, rng=rng)
+            return drive_tree(self.tree_states(problems), cfg.n_samples, self.sampler, selection=cfg.selection, rng=rng)
         return independent_rollout(self.make_env, problems, cfg.n_samples, self.sampler, split=cfg.split)
 
     def evaluate(self) -> dict[str, float]:
@@ -255,9 +265,9 @@ class Trainer:
         samples of the roles it plays."""
         own = [s for s in samples if self.policies.role_to_policy[s.agent] == name]
         out = ppo_update(self.policies, name, own, UpdateSettings.from_config(self.config))
-        if out.samples and self.generator is not None:
+        if out.samples:
             with self.policies.active(name) as model:
-                self.generator.sync_weights(model)  # the next rollout samples the updated policy
+                self.generator.sync(name, model)  # the next rollout samples the updated policy
         return out
 
     # ----------------------------------------------------------------- logging

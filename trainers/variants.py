@@ -31,12 +31,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from pettingzoo import AECEnv
-from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from pettingllm_envs.cli.checks import check_env_config, check_model
 from trainers.config import build_parser as config_parser
 from trainers.config import load_config
-from trainers.policy import Generation, PolicySet, left_pad, positions_from_mask
+from trainers.generation import Generator
+from trainers.policy import KV_CACHE_FIELD, Generation, PolicySet, left_pad, positions_from_mask
 from trainers.rollout import (
     Messages,
     RolloutResult,
@@ -47,9 +47,6 @@ from trainers.rollout import (
     episode_success,
 )
 from trainers.train import METRICS, Trainer
-
-# transformers 5 renamed the KV-cache argument and output field from ``past_key_values`` to ``cache``.
-_CACHE = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
 @dataclass
@@ -84,21 +81,22 @@ class VariantSampler:
     of every prompt on the variants round-robin, all prompts x n in one batched call. With no
     variants it samples n completions of the unconditioned prompt (the temperature baseline)."""
 
-    def __init__(self, policies: PolicySet, variants: Sequence[str]) -> None:
+    def __init__(self, policies: PolicySet, generator: Generator, variants: Sequence[str]) -> None:
         self.policies = policies
+        self.generator = generator
         self.variants = list(variants)
 
     def __call__(self, agent: str, prompts: Sequence[Messages], n: int) -> list[list[VariantGeneration]]:
         name = self.policies.role_to_policy[agent]
         if not self.variants:
             ids = [self.policies.encode_prompt(m)[1] for m in prompts]
-            flat = self.policies.generate(name, ids, n)
+            flat = self.generator.generate(name, ids, n)
             tags = [-1] * len(flat)
         else:
             tags = round_robin(n, len(self.variants)) * len(prompts)
             ids = [self.policies.encode_prompt(condition(m, self.variants[k]))[1]
                    for m in prompts for k in round_robin(n, len(self.variants))]
-            flat = self.policies.generate(name, ids, 1)
+            flat = self.generator.generate(name, ids, 1)
         tagged = [VariantGeneration(g.prompt_ids, g.completion_ids, g.logprobs, g.text, variant=k)
                   for g, k in zip(flat, tags, strict=True)]
         return [tagged[i * n:(i + 1) * n] for i in range(len(prompts))]
@@ -163,7 +161,7 @@ class PromptConditionedTrainer(Trainer):
         cfg = self.config
         problems = [step * cfg.problems_per_step + j for j in range(cfg.problems_per_step)]
         return first_turn_rollout(self.make_env, problems, cfg.n_samples,
-                                  VariantSampler(self.policies, cfg.prompt_variants), split=cfg.split)
+                                  VariantSampler(self.policies, self.generator, cfg.prompt_variants), split=cfg.split)
 
     def log(self, metrics: dict[str, float], samples: Sequence[Sample]) -> None:
         """Add the per-variant rewards to the step's metrics (the same dict ``train_step``
@@ -217,7 +215,7 @@ def ensemble_generate(
                 break
             attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
             out = model(input_ids=token.repeat_interleave(k)[:, None], attention_mask=attention,
-                        position_ids=next_position, use_cache=True, **{_CACHE: getattr(out, _CACHE)})
+                        position_ids=next_position, use_cache=True, **{KV_CACHE_FIELD: getattr(out, KV_CACHE_FIELD)})
             next_position = next_position + 1
     token_rows = torch.stack(tokens, dim=1).tolist()
     logp_rows = torch.stack(logps, dim=1).tolist()
