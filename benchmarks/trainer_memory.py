@@ -83,7 +83,7 @@ def old_token_logprobs(policies: Any, model: Any, prompts: Sequence[Sequence[int
     import torch
     import torch.nn.functional as F
 
-    from trainers.policy import _CACHE
+    from trainers.policy import KV_CACHE_FIELD
 
     width = max(len(c) for c in completions)
     cache, first_logits, prompt_mask, next_position = policies._encode_prompts(model, prompts)
@@ -94,7 +94,7 @@ def old_token_logprobs(policies: Any, model: Any, prompts: Sequence[Sequence[int
         attention = torch.cat([prompt_mask, completion_mask[:, :-1]], dim=1)
         positions = next_position + torch.arange(width - 1)
         rest = model(input_ids=completion_ids[:, :-1], attention_mask=None if bool(attention.all()) else attention,
-                     position_ids=positions, use_cache=True, **{_CACHE: cache}).logits
+                     position_ids=positions, use_cache=True, **{KV_CACHE_FIELD: cache}).logits
         logits = torch.cat([logits, rest], dim=1)
     logp = F.log_softmax(logits.float() / policies.config.temperature, dim=-1)
     return logp.gather(2, completion_ids[..., None]).squeeze(2), completion_mask.float()

@@ -11,6 +11,8 @@ from typing import Any
 from pettingllm_envs.registry import env_module
 
 Policy = Callable[[str, str, dict[str, Any]], str]
+#: The policies named without a model (``run --policy``, ``bench --policy``): the env's oracle and random text.
+NAMED_POLICIES: tuple[str, ...] = ("scripted", "random")
 
 
 def scripted_policy(env_id: str) -> Policy:

@@ -11,6 +11,7 @@ import pytest
 from pettingllm_envs import registry
 from pettingllm_envs.cli import main
 from pettingllm_envs.cli.env_support import random_actions
+from pettingllm_envs.episodes import play_episode
 from pettingllm_envs.registry import make, register
 
 pytest.importorskip("pettingzoo.classic")
@@ -52,18 +53,18 @@ def test_the_random_baseline_samples_within_the_action_mask():
     env = make("tictactoe_v3")
     policy = random_actions(env, seed=0)
     chosen = []
+
+    def checked(observation: dict, agent: str, info: dict) -> int:
+        action = policy(observation, agent, info)
+        assert observation["action_mask"][action] == 1  # an illegal move would end the game early
+        chosen.append(int(action))
+        return action
+
     for seed in range(10):
-        env.reset(seed=seed)
-        for agent in env.agent_iter():
-            observation, _, terminated, truncated, info = env.last()
-            if terminated or truncated:
-                env.step(None)
-                continue
-            action = policy(observation, agent, info)
-            assert observation["action_mask"][action] == 1  # an illegal move would end the game early
-            chosen.append(int(action))
-            env.step(action)
+        play_episode(env, checked, seed=seed)
     assert len(set(chosen)) == 9  # every cell gets played: a sample, not a fixed move
+    env.reset(seed=0)
+    observation = env.observe("player_1")
     assert random_actions(env, seed=3)(observation, "player_1", {}) == random_actions(env, seed=3)(
         observation, "player_1", {})  # seeded
 

@@ -12,17 +12,24 @@ problems (the reference implementation's trap 3).
 from __future__ import annotations
 
 import math
+import typing
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
-GROUP_KEYS = ("problem_agent_turn", "problem_agent", "problem")
+#: What a group shares besides the problem (AT-GRPO's ``problem_agent_turn``; the others are ablations).
+GroupBy = Literal["problem_agent_turn", "problem_agent", "problem"]
+GROUP_KEYS: tuple[str, ...] = typing.get_args(GroupBy)
+#: ``mean_std``: GRPO's ``(r - mean) / (std + eps)``; ``mean``: Dr. GRPO's ``r - mean``.
+Normalize = Literal["mean_std", "mean"]
+NORMALIZATIONS: tuple[str, ...] = typing.get_args(Normalize)
 
 #: Rewards closer than this count as equal when deciding that a group is degenerate.
 DEGENERATE_TOL = 1e-9
 
 
-def group_key(problem: Hashable, agent: str, turn: int, group_by: str) -> str:
+def group_key(problem: Hashable, agent: str, turn: int, group_by: GroupBy) -> str:
     """The group a sample belongs to, as a readable string (it goes into sample dumps)."""
     if group_by == "problem_agent_turn":
         return f"p{problem}/{agent}/t{turn}"
@@ -46,7 +53,7 @@ class AdvantageStats:
 
 
 def group_advantages(
-    rewards: Sequence[float], keys: Sequence[Hashable], *, normalize: str = "mean_std", eps: float = 1e-6
+    rewards: Sequence[float], keys: Sequence[Hashable], *, normalize: Normalize = "mean_std", eps: float = 1e-6
 ) -> tuple[list[float], list[bool], AdvantageStats]:
     """Advantages of ``rewards`` relative to their group (same key).
 
@@ -57,8 +64,8 @@ def group_advantages(
     """
     if len(rewards) != len(keys):
         raise ValueError(f"{len(rewards)} rewards but {len(keys)} keys")
-    if normalize not in ("mean_std", "mean"):
-        raise ValueError(f"normalize must be 'mean_std' or 'mean', got {normalize!r}")
+    if normalize not in NORMALIZATIONS:
+        raise ValueError(f"normalize must be one of {NORMALIZATIONS}, got {normalize!r}")
     members: dict[Hashable, list[int]] = defaultdict(list)
     for i, key in enumerate(keys):
         members[key].append(i)

@@ -60,8 +60,9 @@ except ImportError:  # older caches are lists of tensors: reserve_cache leaves t
 from trainers.config import TrainConfig
 from trainers.generation.protocol import Generation, check_seeds
 
-# transformers 5 renamed the KV-cache argument and output field from ``past_key_values`` to ``cache``.
-_CACHE = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+#: The name of the model's KV-cache argument and output field: transformers 5 renamed it from
+#: ``past_key_values`` to ``cache``.
+KV_CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
 class PromptEncoding(NamedTuple):
@@ -500,7 +501,7 @@ class PolicySet:
             out = decoder(**inputs)
             last = out.last_hidden_state[:, -1]
         rows = torch.tensor(index, device=self.device)
-        cache = getattr(out, _CACHE)
+        cache = getattr(out, KV_CACHE_FIELD)
         if len(distinct) != len(index):
             cache.batch_select_indices(rows)
         return cache, last.index_select(0, rows), attention[rows], positions[rows, -1:] + 1
@@ -559,8 +560,8 @@ class PolicySet:
                 width += 1
                 mask = None if attention is None else attention[:, :width]
                 out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_position, use_cache=True,
-                            **{_CACHE: cache})
-                cache, logits = getattr(out, _CACHE), out.logits[:, -1]
+                            **{KV_CACHE_FIELD: cache})
+                cache, logits = getattr(out, KV_CACHE_FIELD), out.logits[:, -1]
                 next_position = next_position + 1
         token_rows = torch.stack(tokens, dim=1).tolist()
         logp_rows = torch.stack(logps, dim=1).tolist()
@@ -622,7 +623,7 @@ class PolicySet:
         attention = torch.cat([prompt_mask, completion_mask[:, :-1]], dim=1)
         inputs = {"input_ids": completion_ids[:, :-1], "attention_mask": None if bool(attention.all()) else attention,
                   "position_ids": next_position + torch.arange(width - 1, device=self.device), "use_cache": True,
-                  _CACHE: cache}
+                  KV_CACHE_FIELD: cache}
         rest = model(**inputs).logits if decoder is None else decoder(**inputs).last_hidden_state
         return torch.cat([first[:, None], rest], dim=1)
 

@@ -32,7 +32,9 @@ from pettingllm_envs.cli.env_support import (
 from pettingllm_envs.cli.errors import ArgumentParser, UsageError, terminal_text
 from pettingllm_envs.cli.output import format_table
 from pettingllm_envs.cli.plugins import add_plugin_commands
+from pettingllm_envs.core.instances import SPLITS
 from pettingllm_envs.episodes import Episode, play_episode
+from pettingllm_envs.policies import NAMED_POLICIES
 from pettingllm_envs.progress import progress_bar
 from pettingllm_envs.registry import list_envs, make
 
@@ -105,7 +107,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     check_at_least("--concurrency", args.concurrency, 1)
     check_at_least("--max-tokens", args.max_tokens, 1)
     env_kwargs = parse_env_kwargs(args.env_kwargs)
-    policies = args.policy or ["scripted", "random"]
+    policies = args.policy or list(NAMED_POLICIES)
     _check_policy_specs(policies)
     for env_id in args.envs or list_envs():
         check_env_config(env_id, env_kwargs)
@@ -139,7 +141,7 @@ def _check_policy_specs(specs: Sequence[str]) -> None:
     from pettingllm_envs.cli.errors import did_you_mean
 
     for spec in specs:
-        if spec in ("scripted", "random"):
+        if spec in NAMED_POLICIES:
             continue
         if spec.startswith("hf:"):
             check_model(spec[3:], option="--policy hf:")
@@ -149,8 +151,8 @@ def _check_policy_specs(specs: Sequence[str]) -> None:
                 raise UsageError(f"--policy {spec!r}: write openai:<model>@<base_url>, "
                                  "e.g. openai:qwen@http://127.0.0.1:8000/v1")
         else:
-            hint = did_you_mean(spec, ["scripted", "random"])
-            raise UsageError(f"unknown --policy {spec!r}{hint} (allowed: scripted, random, "
+            hint = did_you_mean(spec, NAMED_POLICIES)
+            raise UsageError(f"unknown --policy {spec!r}{hint} (allowed: {', '.join(NAMED_POLICIES)}, "
                              "openai:<model>@<base_url>, hf:<model folder>)")
 
 
@@ -169,9 +171,9 @@ def build_parser() -> ArgumentParser:
                                    "success, return per role, turns and time per env.")
     p.add_argument("envs", nargs="*", help="env ids (default: all; see pettingllm list)")
     p.add_argument("--episodes", type=int, default=20, help="episodes per env; episode i plays problem seed+i")
-    p.add_argument("--policy", choices=["scripted", "random"], default="scripted",
+    p.add_argument("--policy", choices=NAMED_POLICIES, default="scripted",
                    help="scripted: the env's oracle; random: random printable text")
-    p.add_argument("--split", choices=["train", "test"], default="test", help="split the problems come from")
+    p.add_argument("--split", choices=SPLITS, default="test", help="split the problems come from")
     p.add_argument("--seed", type=int, default=0, help="first problem index (and the random policy's seed)")
     p.add_argument("--env-kwargs", default="{}", help=ENV_KWARGS_HELP)
     p.set_defaults(func=_cmd_run)
@@ -184,7 +186,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--role", help="the role you play (default: the env's human_role, e.g. the planner, else "
                                   "the first role in turn order)")
     p.add_argument("--seed", type=int, default=0, help="problem index")
-    p.add_argument("--split", choices=["train", "test"], default="test", help="split the problem comes from")
+    p.add_argument("--split", choices=SPLITS, default="test", help="split the problem comes from")
     p.add_argument("--env-kwargs", default="{}", help=ENV_KWARGS_HELP)
     p.set_defaults(func=_cmd_play)
 
@@ -200,7 +202,7 @@ def build_parser() -> ArgumentParser:
                    help="multi: one call per role; single: the single-agent baseline, one reply for every role "
                         "(repeatable; model policies only; default: multi)")
     p.add_argument("--episodes", type=int, default=20, help="episodes per env, policy and mode")
-    p.add_argument("--split", choices=["train", "test"], default="test", help="split the problems come from")
+    p.add_argument("--split", choices=SPLITS, default="test", help="split the problems come from")
     p.add_argument("--seed", type=int, default=0, help="first problem index")
     p.add_argument("--env-kwargs", default="{}", help=ENV_KWARGS_HELP)
     p.add_argument("--concurrency", type=int, default=4, help="episodes in flight (bounds endpoint requests)")

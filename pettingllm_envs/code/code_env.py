@@ -138,13 +138,12 @@ from pettingllm_envs.code.verdict_cache import OutcomeCache
 from pettingllm_envs.code.voting import voting as voting  # its Voting capability (self-consistency)
 from pettingllm_envs.core import ActionResult, Split, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
 from pettingllm_envs.core.parsing import find_code_block
+from pettingllm_envs.core.tools import SHOWN_CODE_CHARS
 
 # ``judge_many`` is re-exported with the tester's test format: judging a (code, test) pair
 # the way the env does is part of this env's interface.
 __all__ = ["CodeConfig", "Outcome", "env", "format_tests", "judge_many", "parallel_env", "parse_tests", "raw_env",
            "scripted_policy", "show_test"]
-
-SHOWN_CODE_CHARS = 4000
 
 
 @dataclass

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import random
+import typing
 from collections.abc import Callable
 from typing import Literal, TypeVar
 
 Split = Literal["train", "test"]
-SPLITS: tuple[Split, ...] = ("train", "test")
+SPLITS: tuple[Split, ...] = typing.get_args(Split)
 
 InstanceT = TypeVar("InstanceT")
 

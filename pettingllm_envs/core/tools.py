@@ -13,8 +13,9 @@ from pettingllm_envs.sandbox import execute
 
 #: How much of a program's output later observations show.
 SHOWN_OUTPUT_CHARS = 1500
-#: How much of the tool's program the other roles are shown.
-SHOWN_CODE_CHARS = 3000
+#: How much of a program later observations show (a tool agent's to the other roles, the
+#: coder's to the tester in code_v0): the one budget for shown code.
+SHOWN_CODE_CHARS = 4000
 
 
 @dataclass

@@ -45,7 +45,7 @@ from typing import Any
 from pettingllm_envs.episodes import play_episode
 from pettingllm_envs.evaluation.openai_policy import OpenAIChatPolicy
 from pettingllm_envs.evaluation.single_agent import SingleAgentPolicy
-from pettingllm_envs.policies import Policy, random_policy, scripted_policy
+from pettingllm_envs.policies import NAMED_POLICIES, Policy, random_policy, scripted_policy
 from pettingllm_envs.progress import progress_bar
 from pettingllm_envs.registry import env_module, list_envs, make
 
@@ -60,7 +60,7 @@ class SuiteConfig:
 
     envs: Sequence[str] = ()
     """Env ids; empty means every registered env."""
-    policies: Sequence[str] = ("scripted", "random")
+    policies: Sequence[str] = NAMED_POLICIES
     """Policy specs (see the module docstring)."""
     modes: Sequence[str] = ("multi",)
     """``multi`` (one call per role) and/or ``single`` (one reply for all roles)."""
@@ -108,7 +108,7 @@ def _hf_complete(path: str, max_tokens: int, usage: dict[str, int]) -> Callable[
 def build_policy(spec: str, env_id: str, mode: str, max_tokens: int, seed: int) -> tuple[Policy, dict[str, int]]:
     """The policy that ``spec`` names, for one episode of ``env_id`` in ``mode``, and the
     token usage it accumulates (model policies only; empty for scripted and random)."""
-    if spec in ("scripted", "random"):
+    if spec in NAMED_POLICIES:
         if mode != "multi":
             raise ValueError(f"mode {mode!r} is only defined for model policies, not {spec!r}")
         return (scripted_policy(env_id) if spec == "scripted" else random_policy(seed)), {}

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Any, Literal
 from pettingllm_envs.math.verify import extract_boxed
 
 Format = Literal["auto", "gsm8k", "math", "answer"]
-FORMATS: tuple[str, ...] = ("auto", "gsm8k", "math", "answer")
+FORMATS: tuple[str, ...] = typing.get_args(Format)
 QUESTION_KEYS = ("problem", "question", "Question", "Problem")
 ANSWER_KEYS = ("answer", "Answer", "final_answer", "expected_answer")
 

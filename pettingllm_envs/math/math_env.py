@@ -47,6 +47,7 @@ with any configuration in the same process.
 from __future__ import annotations
 
 import random
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -54,13 +55,16 @@ from typing import Any, ClassVar, Literal
 from pettingzoo import AECEnv
 
 from pettingllm_envs.capabilities import Voting
-from pettingllm_envs.core import ActionResult, Split, TextAECEnv, make_parallel_env, split_of, wrap_env
+from pettingllm_envs.core import SPLITS, ActionResult, Split, TextAECEnv, make_parallel_env, split_of, wrap_env
 from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program
 from pettingllm_envs.math.datasets import FORMATS, Format, MathProblem, load_dataset_file, load_hf_dataset
 from pettingllm_envs.math.generator import generate_problem
 from pettingllm_envs.math.verify import BOXED, extract_boxed, verify
 
 ROLES = ("reasoner", "tool")
+#: When an episode ends: the roles agree (training), or the reasoner is right (evaluation).
+TerminateOn = Literal["agreement", "reasoner_correct"]
+TERMINATE_ON: tuple[str, ...] = typing.get_args(TerminateOn)
 #: How much of a role's solution text later observations show (the end, where the answer is).
 SHOWN_SOLUTION_CHARS = 3000
 #: Longest answer kept from a tool program's output.
@@ -92,7 +96,7 @@ class MathConfig(ToolEnvConfig):
     already one split (say, the GSM8K test set used for evaluation)."""
     turn_order: tuple[str, ...] = ROLES
     """Order in which the roles act within a turn (a permutation of reasoner and tool)."""
-    terminate_on: Literal["agreement", "reasoner_correct"] = "agreement"
+    terminate_on: TerminateOn = "agreement"
     """``agreement``: the episode ends when both latest answers agree (the training rule,
     it needs no ground truth). ``reasoner_correct``: it ends once the reasoner is right."""
 
@@ -104,8 +108,8 @@ class MathConfig(ToolEnvConfig):
             raise ValueError(f"difficulty must be 0 (mixed) or 1..3, got {self.difficulty}")
         if sorted(self.turn_order) != sorted(ROLES):
             raise ValueError(f"turn_order must be a permutation of {ROLES}, got {self.turn_order}")
-        if self.terminate_on not in ("agreement", "reasoner_correct"):
-            raise ValueError(f"terminate_on must be 'agreement' or 'reasoner_correct', got {self.terminate_on!r}")
+        if self.terminate_on not in TERMINATE_ON:
+            raise ValueError(f"terminate_on must be one of {TERMINATE_ON}, got {self.terminate_on!r}")
         if self.dataset_format not in FORMATS:
             raise ValueError(f"dataset_format must be one of {FORMATS}, got {self.dataset_format!r}")
 
@@ -150,7 +154,7 @@ class raw_env(TextAECEnv[MathProblem]):
             if self.config.dataset_hash_split:
                 self.pools = {
                     split: tuple(p for p in problems if split_of(p.question, self.config.test_percent) == split)
-                    for split in ("train", "test")
+                    for split in SPLITS
                 }
             else:
                 self.pools = {"train": problems, "test": problems}
