@@ -342,12 +342,12 @@ class ForkServer:
     def _clean_leftovers(self, run: Run) -> None:
         """Kill and reap every process the run left behind. Cheap when there is none: a
         surviving descendant always shows up as an orphan re-parented to the server."""
-        orphans = reap(self._orphans())
         uid = run.uid
         if uid is None:
             # Without per-run uids, orphans cannot be told apart: kill them all, from the top.
             kill_until_gone(lambda: reap(self._orphans()), kill_from_the_top)
             return
+        orphans = reap(self._orphans())
         if not run.killed and not any(proc_uid(pid) == uid for pid in orphans):
             return
 
@@ -435,7 +435,6 @@ class ForkServer:
         kill_until_gone(lambda: reap(self._orphans()), kill_everything)
         for run in runs:
             self.slots.reset_workdir(run.slot, run.workdir)
-
 
 
 def main(argv: list[str]) -> None:
