@@ -1,0 +1,127 @@
+"""reasoning_gym_v0 per dataset: problem generation, step and deepcopy cost, each next to a
+baseline measured in the same run.
+
+For every reasoning-gym dataset the bridge plays (and a line for each it refuses, with
+the reason):
+
+* **new problem**: mean ms to generate one item the process has not seen (reasoning-gym's
+  own generator; the env caches items, so a repeated reset costs a look-up);
+* **reasoner step** (answer extraction, the guards and the dataset's ``score_answer``) and
+  **tool step** (a sandboxed program that prints the answer), mean over the scripted
+  oracle's episodes on the test split, with ``math_v0``'s reasoner and tool steps as the
+  baseline (the project's own reasoner + tool env);
+* **deepcopy** of a mid-episode env against a naive deep copy that also copies the
+  dataset object, configuration and spaces (``benchmarks.perf_envs.naive_deepcopy``), and
+  ``math_v0``'s deepcopy;
+* **oracle**: test problems the oracle solved, of those played.
+
+Run: ``python -m benchmarks.reasoning_gym_bridge [--episodes 4] [--copies 200] [--datasets a b ...]``
+(results in ``benchmarks/results/reasoning_gym_bridge.json``; a markdown table on stdout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import pettingllm_envs
+from benchmarks.perf_envs import mean_seconds, naive_deepcopy
+from pettingllm_envs.bridges import reasoning_gym_datasets as catalogue
+from pettingllm_envs.policies import scripted_policy
+
+
+def step_seconds(env_id: str, episodes: int, **config: Any) -> tuple[dict[str, float], int]:
+    """Mean seconds of ``env.step`` per role with the oracle on the test split, and the episodes solved."""
+    env = pettingllm_envs.make(env_id, split="test", **config)
+    oracle = scripted_policy(env_id)
+    seconds: dict[str, list[float]] = {role: [] for role in env.unwrapped.possible_agents}
+    solved = 0
+    for seed in range(episodes):
+        env.reset(seed=seed)
+        for agent in env.agent_iter():
+            obs, _, terminated, truncated, info = env.last()
+            action = None if terminated or truncated else oracle(obs, agent, info)
+            start = time.perf_counter()
+            env.step(action)
+            if action is not None:
+                seconds[agent].append(time.perf_counter() - start)
+        solved += any(env.unwrapped.is_success(a) for a in env.unwrapped.possible_agents)
+    return {role: statistics.fmean(times) for role, times in seconds.items() if times}, solved
+
+
+def generation_ms(dataset: str, items: int) -> float:
+    """Mean ms to generate an item no env has asked for (indices past the ones episodes use)."""
+    data = catalogue.load_dataset(dataset, catalogue.config_key(None), 0)
+    start = time.perf_counter()
+    for index in range(catalogue.POOL_SIZE - items, catalogue.POOL_SIZE):
+        data[index]
+    return (time.perf_counter() - start) / items * 1e3
+
+
+def copy_microseconds(env_id: str, copies: int, **config: Any) -> tuple[float, float]:
+    env = pettingllm_envs.make(env_id, split="test", **config)
+    env.reset(seed=0)
+    agent = env.agent_selection
+    env.step(scripted_policy(env_id)(env.observe(agent), agent, env.infos[agent]))
+    ours = mean_seconds(lambda: copy.deepcopy(env), copies)
+    naive = mean_seconds(lambda: naive_deepcopy(env), max(1, copies // 20))
+    return ours * 1e6, naive * 1e6
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=4)
+    parser.add_argument("--copies", type=int, default=200)
+    parser.add_argument("--items", type=int, default=3, help="items generated to time a new problem")
+    parser.add_argument("--datasets", nargs="*", help="default: every reasoning-gym dataset")
+    parser.add_argument("--out", default="benchmarks/results/reasoning_gym_bridge.json")
+    args = parser.parse_args(argv)
+
+    baseline, _ = step_seconds("math_v0", args.episodes * 2)
+    math_copy_us, _ = copy_microseconds("math_v0", args.copies)
+    results: dict[str, Any] = {"baseline": {"math_v0_step_ms": {r: s * 1e3 for r, s in baseline.items()},
+                                            "math_v0_deepcopy_us": math_copy_us}, "datasets": {}}
+    rows = []
+    for dataset in args.datasets or catalogue.all_datasets():
+        if dataset in catalogue.UNSUPPORTED:
+            results["datasets"][dataset] = {"bridged": False, "reason": catalogue.UNSUPPORTED[dataset]}
+            rows.append(f"| `{dataset}` | no: {catalogue.UNSUPPORTED[dataset]} | | | | | |")
+            continue
+        start = time.perf_counter()
+        catalogue.load_dataset(dataset, catalogue.config_key(None), 0)
+        setup_s = time.perf_counter() - start
+        new_problem_ms = generation_ms(dataset, args.items)
+        steps, solved = step_seconds("reasoning_gym_v0", args.episodes, dataset=dataset)
+        ours, naive = copy_microseconds("reasoning_gym_v0", args.copies, dataset=dataset)
+        reasoner_ms, tool_ms = steps["reasoner"] * 1e3, steps["tool"] * 1e3
+        results["datasets"][dataset] = {
+            "bridged": True, "dataset_setup_s": setup_s, "new_problem_ms": new_problem_ms,
+            "reasoner_step_ms": reasoner_ms, "tool_step_ms": tool_ms,
+            "reasoner_step_ratio_to_math_v0": steps["reasoner"] / baseline["reasoner"],
+            "tool_step_ratio_to_math_v0": steps["tool"] / baseline["tool"],
+            "deepcopy_us": ours, "naive_deepcopy_us": naive, "deepcopy_speedup": naive / ours,
+            "oracle_solved": solved, "episodes": args.episodes,
+        }
+        rows.append(f"| `{dataset}` | yes | {new_problem_ms:,.1f} | {reasoner_ms:.2f} "
+                    f"({steps['reasoner'] / baseline['reasoner']:.2f}x) | {tool_ms:.1f} "
+                    f"({steps['tool'] / baseline['tool']:.2f}x) | {ours:.0f} ({naive / ours:.0f}x) "
+                    f"| {solved}/{args.episodes} |")
+    print(f"baseline math_v0 (same run): reasoner step {baseline['reasoner'] * 1e3:.2f} ms, "
+          f"tool step {baseline['tool'] * 1e3:.1f} ms, deepcopy {math_copy_us:.0f} µs")
+    print("| dataset | bridged | new problem ms | reasoner step ms (x math_v0) | tool step ms (x math_v0) "
+          "| deepcopy µs (naive ÷ ours) | oracle solved |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    print("\n".join(rows))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    return results
+
+
+if __name__ == "__main__":
+    main()

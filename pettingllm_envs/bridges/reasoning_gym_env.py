@@ -1,0 +1,272 @@
+"""reasoning-gym tasks as a team env: ``reasoning_gym_v0`` with ``dataset="countdown"``.
+
+| Property            | Value                                                                        |
+|---------------------|------------------------------------------------------------------------------|
+| Id / import         | `reasoning_gym_v0` (needs `pip install -e '.[reasoning-gym]'`, 0.1.25)        |
+| Datasets            | `dataset=`: any reasoning-gym dataset but those in                            |
+|                     | `reasoning_gym_datasets.UNSUPPORTED` (listed there with the reason);         |
+|                     | `dataset_config=` its options (a dict; not `seed`/`size`: `data_seed` seeds) |
+| Roles (turn order)  | `reasoner`, `tool`                                                            |
+| Observation         | `TextObservation` (a `str`): role instructions, the task, latest answers     |
+| Action              | `UnicodeText(max_action_chars)`: free text                                    |
+| reasoner's action   | reasoning ending in `<answer>final answer</answer>` (the last tag counts)     |
+| tool's action       | a ```` ```python ```` block run in the sandbox; it checks the reasoner's      |
+|                     | answer with code and prints the answer (all its output, or its last           |
+|                     | `<answer>...</answer>`)                                                       |
+| Team state G        | 1 if the team's answer (the latest valid answer of either role) gets full     |
+|                     | credit from the dataset's own `score_answer`, else 0                          |
+| Local reward        | potential-based: the change of L = 1 if the role's own latest answer gets     |
+|                     | full credit, else 0; penalties for format, refused answers, program errors   |
+| Reward bounds       | local per action in `[-max(format, tool_error), 1]`; each role's local        |
+|                     | return at most 1; global in `{-1, 0, 1}` per step, G in `{0, 1}`              |
+| Termination         | both roles' latest answers agree (equal up to whitespace), or both are right  |
+| Truncation          | `max_turns` turns (default 4)                                                 |
+| Config              | `ReasoningGymConfig`: dataset, dataset_config, tool_timeout, ...             |
+
+**Scoring.** An answer first passes the guards of
+:mod:`pettingllm_envs.bridges.reasoning_gym_answers` (length, no code for the scorers that
+evaluate answers, one number where the scorer reads the first one); one that fails is
+invalid (``format_penalty``, the reason in infos) and never reaches ``score_answer``.
+``score_answer`` of the dataset then gives a score in [0, 1] (kept in
+``last_action["parsed"]["score"]``), and only full credit (1.0) counts as right: a score
+below 1 pays formats and near misses (countdown pays 0.01 for an empty answer, 0.05 for
+any expression with the wrong numbers; the default scorer pays ``len(gold)/len(answer)``
+for any answer containing the gold), so paying it would make a hedge, a dump or junk
+earn more than an honest wrong answer. A scorer that raises scores 0.
+
+**Rewards** are potential-based (docs/design.md §3): every role is paid ``alpha`` times
+the change of G after each action, and each role the change of its own L, so a role's
+return is ``alpha * G_final + L_final`` minus its penalties: repeating a right answer
+while the other role disagrees earns it once, and a failed episode never out-earns a
+solved one. Agreeing on a wrong answer ends the episode with nothing.
+
+**Problems** are items of the reasoning-gym dataset seeded with ``data_seed``: problem
+``i`` of a split is the first of the items drawn from ``Random(data_seed + i)`` whose
+question (with the dataset name) hashes into that split, so train and test never share a
+question. The scripted oracle is the dataset's answer, read from an answer key the env
+fills when it loads a problem (keyed by ``infos[agent]["problem_id"]``).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pettingllm_envs.bridges.reasoning_gym_answers import extract_answer, normalise, program_answer, refusal
+from pettingllm_envs.bridges.reasoning_gym_datasets import (
+    POOL_SIZE,
+    Problem,
+    all_datasets,
+    config_key,
+    load_dataset,
+    load_problem,
+    supported_datasets,
+)
+from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
+from pettingllm_envs.core.tools import SHOWN_CODE_CHARS, ToolEnvConfig, run_tool_program
+
+ROLES = ("reasoner", "tool")
+#: How much of a role's reply and answer later observations show.
+SHOWN_REPLY_CHARS = 3000
+SHOWN_ANSWER_CHARS = 2000
+#: Most answer-key entries kept for the scripted oracle (oldest dropped first).
+ANSWER_KEY_SIZE = 100_000
+#: problem_id -> reference answer of every problem loaded in this process (for the oracle).
+ANSWER_KEY: dict[str, str] = {}
+#: Full credit: scorers return exactly 1.0 for a right answer. No tolerance either way:
+#: spell_backward's sum of per-character credit reaches 1.0000000000000002 (and 0.9999999999999999)
+#: for answers that only start with the gold.
+FULL_CREDIT = 1.0
+
+
+@dataclass
+class ReasoningGymConfig(ToolEnvConfig):
+    """Configuration of ``reasoning_gym_v0``."""
+
+    dataset: str = "basic_arithmetic"
+    """The reasoning-gym dataset (``reasoning_gym_datasets.supported_datasets()``)."""
+    dataset_config: dict[str, Any] | None = None
+    """Options of the dataset's config class (e.g. ``{"min_numbers": 3}`` for countdown), as
+    JSON-like values; ``seed`` and ``size`` are the env's (``data_seed``)."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.alpha < 0:
+            raise ValueError("alpha must be >= 0, or a right answer could earn less than a wrong one")
+        config_key(self.dataset_config)  # JSON-like, or a ValueError now
+
+
+class raw_env(TextAECEnv[Problem]):
+    """The reasoning-gym team environment (see the module docstring)."""
+
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": ["human", "ansi"], "name": "reasoning_gym_v0", "is_parallelizable": False
+    }
+    roles = ROLES
+    human_role = "reasoner"
+    config_class = ReasoningGymConfig
+    config: ReasoningGymConfig
+    shared_attributes = TextAECEnv.shared_attributes | {"dataset", "dataset_key"}
+
+    def __init__(self, config: ReasoningGymConfig | None = None, *, render_mode: str | None = None,
+                 **overrides: Any) -> None:
+        super().__init__(config, render_mode=render_mode, **overrides)
+        self.dataset_key = config_key(self.config.dataset_config)
+        # Made now, so that an unknown dataset or option fails at construction.
+        self.dataset = load_dataset(self.config.dataset, self.dataset_key, self.config.data_seed)
+
+    # ----------------------------------------------------------- instances
+    def generate_instance(self, rng: random.Random) -> Problem:
+        return load_problem(self.config.dataset, self.dataset_key, self.config.data_seed, rng.randrange(POOL_SIZE))
+
+    def instance_key(self, problem: Problem) -> str:
+        return f"{problem.dataset}\n{problem.question}"
+
+    def start_episode(self, problem: Problem) -> None:
+        ANSWER_KEY.pop(problem.uid, None)
+        ANSWER_KEY[problem.uid] = problem.answer
+        while len(ANSWER_KEY) > ANSWER_KEY_SIZE:
+            del ANSWER_KEY[next(iter(ANSWER_KEY))]
+        self.answers: dict[str, str | None] = dict.fromkeys(ROLES)
+        self.correct: dict[str, bool] = dict.fromkeys(ROLES, False)
+        self.team_correct = False
+
+    # -------------------------------------------------------------- actions
+    def apply_action(self, agent: str, text: str) -> ActionResult:
+        if agent == "reasoner":
+            answer, reason = extract_answer(text)
+            if answer is None:
+                return ActionResult(-self.config.format_penalty, valid=False, invalid_reason=reason)
+            return self._answer(agent, answer, {})
+        run = run_tool_program(text, timeout=self.config.tool_timeout)
+        if run.failure is not None:
+            return run.failed_result(self.config)
+        answer = program_answer(run.stdout)
+        if answer is None:
+            return ActionResult(-self.config.format_penalty, valid=False, parsed={"code": run.code},
+                                invalid_reason="the program printed no answer", feedback=run.feedback)
+        return self._answer(agent, answer, {"code": run.code}, run.feedback)
+
+    def _answer(self, agent: str, answer: str, parsed: dict[str, Any], feedback: str = "") -> ActionResult:
+        """Score a role's answer; a scored one becomes the role's and the team's answer."""
+        refused = refusal(self.config.dataset, answer, self.instance.answer)
+        if refused is not None:
+            return ActionResult(-self.config.format_penalty, valid=False, parsed={**parsed, "answer": answer[:200]},
+                                invalid_reason=refused, feedback=feedback)
+        raw = self.raw_score(answer)
+        score = min(max(raw, 0.0), 1.0)
+        self.answers[agent], self.correct[agent] = answer, raw == FULL_CREDIT  # exact: before any clipping
+        self.team_correct = self.correct[agent]
+        return ActionResult(0.0, parsed={**parsed, "answer": answer, "score": score, "correct": self.correct[agent]},
+                            feedback=feedback)
+
+    def raw_score(self, answer: str) -> float:
+        """The dataset's own score of ``answer`` for this problem as it gave it; 0 when it raises."""
+        try:
+            score = float(self.dataset.score_answer(answer, self.instance.entry))
+        except Exception:  # a scorer that chokes on model text scores it as wrong, never crashes the env
+            return 0.0
+        return score if score == score else 0.0  # NaN is wrong
+
+    # ------------------------------------------------------------ rewards
+    def global_reward(self) -> float:
+        return 1.0 if self.team_correct else 0.0
+
+    def local_state(self, agent: str) -> float:
+        return 1.0 if self.correct[agent] else 0.0
+
+    def is_success(self, agent: str | None = None) -> bool:
+        return self.team_correct
+
+    def is_done(self) -> bool:
+        reasoner, tool = self.answers["reasoner"], self.answers["tool"]
+        if reasoner is None or tool is None:
+            return False
+        return normalise(reasoner) == normalise(tool) or all(self.correct.values())
+
+    # -------------------------------------------------------------- views
+    def role_instructions(self, agent: str) -> str:
+        common = (
+            "You are on a team of two agents, a reasoner and a tool agent, that solves a reasoning task. "
+            "Each of you gives an answer every turn; the episode ends when your answers agree."
+        )
+        if agent == "reasoner":
+            return common + (
+                "\nYou are the reasoner. Think step by step, check the tool agent's program and output if there is "
+                "one, and end with your final answer between <answer> and </answer>: only the answer, exactly in "
+                "the format the task asks for."
+            )
+        return common + (
+            "\nYou are the tool agent. Write a Python program in a ```python code block that checks the reasoner's "
+            "answer (or works the task out) and prints the answer, exactly in the format the task asks for: either "
+            "only the answer, or the answer between <answer> and </answer>. The program runs in a sandbox without "
+            f"network access for at most {self.config.tool_timeout:g} s."
+        )
+
+    def task_view(self, agent: str) -> str:
+        parts = [f"Task:\n{self.instance.question}", "", f"Turn {self.turn + 1} of {self.config.max_turns}."]
+        for role in self.possible_agents:
+            record = self.last_record(role)
+            if record is None:
+                continue
+            when = "this turn" if record.turn == self.turn else f"turn {record.turn + 1}"
+            who = "your" if role == agent else f"the {role}'s"
+            parts.append(f"\nLatest reply ({when}), {who}:")
+            parts.append(describe(record.agent, record.text, record.result))
+        return "\n".join(parts)
+
+    def render_state(self) -> str:
+        return (f"[{self.config.dataset}] {self.instance.question}\nturn {self.turn} answers {self.answers} "
+                f"(team correct: {self.team_correct}) reference {self.instance.answer!r}")
+
+    def extra_info(self, agent: str) -> dict[str, Any]:
+        return {"problem_id": self.instance.uid, "dataset": self.config.dataset}
+
+
+def describe(agent: str, text: str, result: ActionResult) -> str:
+    """A past action for observations: the end of the reply (or the code), its output and answer."""
+    parsed = result.parsed if isinstance(result.parsed, dict) else {}
+    lines = []
+    if agent == "tool":
+        code = parsed.get("code")
+        lines.append(f"```python\n{code[-SHOWN_CODE_CHARS:]}\n```" if code else "(no code)")
+        if result.feedback:
+            lines.append(f"Program output:\n{result.feedback}")
+    else:
+        lines.append(text[-SHOWN_REPLY_CHARS:].strip() or "(empty)")
+    lines.append(f"Answer: {parsed['answer'][:SHOWN_ANSWER_CHARS]}" if "answer" in parsed else "Answer: none")
+    if result.invalid_reason:
+        lines.append(f"(invalid: {result.invalid_reason})")
+    return "\n".join(lines)
+
+
+def available_datasets() -> list[str]:
+    """The reasoning-gym datasets ``reasoning_gym_v0`` plays (sorted)."""
+    return supported_datasets()
+
+
+def listing_note() -> str:
+    """What ``pettingllm list`` adds to this env's description: how many datasets it plays."""
+    return f"{len(available_datasets())} of {len(all_datasets())} reasoning-gym datasets, dataset=NAME"
+
+
+def env(**config: Any) -> TextAECEnv:
+    """The wrapped AEC environment (order enforcing), the usual entry point."""
+    return wrap_env(raw_env(**config))
+
+
+def parallel_env(**config: Any):
+    """The Parallel API view: one parallel step is one agent's action (see pettingllm_envs.core)."""
+    return make_parallel_env(env(**config))
+
+
+def scripted_policy(observation: str, agent: str, info: dict[str, Any]) -> str:
+    """Oracle from the dataset's answer: the reasoner tags it, the tool prints it. A problem
+    this process never loaded gets a reply without an answer (marked invalid)."""
+    gold = ANSWER_KEY.get(info.get("problem_id", ""))
+    if gold is None:
+        return "The answer key does not know this problem."
+    if agent == "tool":
+        return f"```python\nprint({f'<answer>{gold}</answer>'!r})\n```"
+    return f"Working through the task step by step gives the result.\n<answer>{gold}</answer>"
