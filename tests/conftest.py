@@ -70,3 +70,25 @@ def _process_state_is_left_as_found():
     torch.use_deterministic_algorithms(state["deterministic_algorithms"])
     changed = {k: (state[k], now[k]) for k in state if state[k] != now[k]}
     assert not changed, f"the test changed process-wide torch state (before, after): {changed}"
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray with 8 logical CPUs (actors reserve logical CPUs; CI has 2 cores) whose
+    workers can import the tests' envs (``tests/`` on their path), and the toy envs
+    registered in this process for the module's tests (rollout workers get the registry
+    entries through ``trainers.distributed.rollout.EnvFactory``)."""
+    ray = pytest.importorskip("ray")
+    from pettingllm_envs.registry import ENV_MODULES
+
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}})
+    added = {"toy_bytes_v0": "toy_env", "stalling_toy_v0": "stalling_env"}
+    for env_id, module in added.items():
+        ENV_MODULES.setdefault(env_id, module)
+    yield ray
+    for env_id in added:
+        ENV_MODULES.pop(env_id, None)
+    ray.shutdown()

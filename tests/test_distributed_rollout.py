@@ -6,13 +6,11 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 ray = pytest.importorskip("ray")
 
-from pettingllm_envs.registry import ENV_MODULES  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.distributed.cluster import ActorFailed, Pools  # noqa: E402
 from trainers.distributed.config import DistributedConfig  # noqa: E402
@@ -24,24 +22,6 @@ from trainers.seeding import RequestSeeds  # noqa: E402
 pytestmark = pytest.mark.slow
 
 TOY, STALLING = "toy_bytes_v0", "stalling_toy_v0"
-TESTS = Path(__file__).parent
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A local Ray with 8 logical CPUs whose workers import the tests' envs, and the toy envs
-    registered in this process (the workers get the entries through EnvFactory)."""
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(TESTS)}})
-    added = {TOY: "toy_env", STALLING: "stalling_env"}
-    for env_id, module in added.items():
-        ENV_MODULES.setdefault(env_id, module)
-    yield
-    for env_id in added:
-        ENV_MODULES.pop(env_id, None)
-    ray.shutdown()
 
 
 @dataclass
@@ -69,7 +49,7 @@ def make_pool(config: DistributedConfig, env_id: str = TOY, **env_kwargs):
 
 
 @pytest.mark.parametrize("selection", ["greedy", "random"])
-def test_tree_rollout_on_two_workers_equals_the_local_one(cluster, selection):
+def test_tree_rollout_on_two_workers_equals_the_local_one(ray_cluster, selection):
     pools, pool = make_pool(DistributedConfig(rollout_workers=2), max_turns=2)
     try:
         problems = [3, 4, 5, 6, 7]  # an odd count: unequal shares
@@ -86,7 +66,7 @@ def test_tree_rollout_on_two_workers_equals_the_local_one(cluster, selection):
         pools.remove()
 
 
-def test_a_killed_rollout_worker_is_replaced_and_the_rollout_is_unchanged(cluster):
+def test_a_killed_rollout_worker_is_replaced_and_the_rollout_is_unchanged(ray_cluster):
     pools, pool = make_pool(DistributedConfig(rollout_workers=2, max_worker_restarts=2), max_turns=3)
     calls = []
 
@@ -109,7 +89,7 @@ def test_a_killed_rollout_worker_is_replaced_and_the_rollout_is_unchanged(cluste
         pools.remove()
 
 
-def test_without_restarts_left_a_dead_worker_is_a_clear_error(cluster):
+def test_without_restarts_left_a_dead_worker_is_a_clear_error(ray_cluster):
     pools, pool = make_pool(DistributedConfig(rollout_workers=2, max_worker_restarts=0))
     try:
         ray.kill(pool.workers[1], no_restart=True)
@@ -120,7 +100,7 @@ def test_without_restarts_left_a_dead_worker_is_a_clear_error(cluster):
         pools.remove()
 
 
-def test_a_hung_worker_times_out_and_is_replaced(cluster, tmp_path):
+def test_a_hung_worker_times_out_and_is_replaced(ray_cluster, tmp_path):
     """A worker stuck in an env step (60 s) is given up after call_timeout_s, killed and replaced;
     the replacement replays without the stall and the rollout equals the local one."""
     stall = tmp_path / "stall"
@@ -138,7 +118,7 @@ def test_a_hung_worker_times_out_and_is_replaced(cluster, tmp_path):
         pools.remove()
 
 
-def test_engine_actors_sample_what_the_in_process_sampler_samples(cluster, tiny_model_dir):
+def test_engine_actors_sample_what_the_in_process_sampler_samples(ray_cluster, tiny_model_dir):
     """Two transformers engine actors, one call's prompts split between them, give the
     in-process PolicySet's completions for the same request seeds (same ids; log-probs within
     float tolerance), and after a weight push they sample the pushed weights."""

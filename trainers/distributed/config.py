@@ -4,8 +4,8 @@ One :class:`DistributedConfig` next to the run's :class:`~trainers.config.TrainC
 describes the whole layout (docs/scaling.md has one for 1 GPU, 8 GPUs on a node, several nodes):
 
 * **rollout workers** hold the envs (and their sandboxes) of a share of each step's problems;
-* **generation engines**, ``engines_per_policy`` per policy, sample completions (the
-  transformers backend on CPU, vLLM on GPUs);
+* **generation engines**, ``engines_per_policy`` per policy, sample completions with the
+  train config's ``generation_backend`` (``transformers`` on CPUs or GPUs, ``vllm`` on GPUs);
 * **training workers**, ``train_workers_per_policy`` per policy, form one torch.distributed
   group per policy and update it data-parallel (each policy of ``per_role`` on its own group).
 
@@ -22,13 +22,11 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from trainers.config import ConfigError
+from trainers.config import ConfigError, TrainConfig
 
-EngineBackend = Literal["transformers", "vllm"]
 Placement = Literal["separate", "colocated"]
 PlacementStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
 DistBackend = Literal["auto", "gloo", "nccl"]
-Parallelism = Literal["ddp", "fsdp2"]
 
 
 @dataclass
@@ -46,21 +44,15 @@ class DistributedConfig:
     """Rollout-worker actors; each step's problems are dealt out to them in contiguous shares."""
     rollout_worker_cpus: float = 1.0
     """Logical CPUs each rollout worker reserves (its envs and sandbox programs run there)."""
-    engine_backend: EngineBackend = "transformers"
-    """``transformers``: the trainer's own sampler in an actor (CPU or GPU; the tests' backend);
-    ``vllm``: a vLLM engine per actor (GPUs only)."""
     engines_per_policy: int = 1
     """Generation engines of each policy; a call's prompts are split over them by prompt, and
     per-request seeds make the samples independent of the split."""
     engine_cpus: float = 1.0
     """Logical CPUs each engine reserves."""
     engine_gpus: float = 0.0
-    """GPUs each engine reserves (vLLM needs >= 1 per tensor-parallel rank; a fraction with
-    ``placement: colocated`` shares a GPU with a training worker)."""
-    engine_tensor_parallel_size: int = 1
-    """vLLM tensor parallelism inside one engine (its GPUs are ``engine_gpus``)."""
-    vllm_gpu_memory_utilization: float = 0.5
-    """Share of its GPU a vLLM engine may take (lower when colocated with a training worker)."""
+    """GPUs each engine reserves (a vLLM engine needs one; a fraction with ``placement:
+    colocated`` shares a GPU with a training worker, ``vllm_gpu_memory_utilization`` of
+    the train config then bounds the engine's share of its memory)."""
     train_workers_per_policy: int = 1
     """Data-parallel ranks of each policy: the torch.distributed world size of its group."""
     train_worker_cpus: float = 1.0
@@ -76,10 +68,6 @@ class DistributedConfig:
     dist_backend: DistBackend = "auto"
     """torch.distributed backend of the training groups: ``auto`` is nccl when the training
     workers have GPUs, else gloo."""
-    parallelism: Parallelism = "ddp"
-    """``ddp``: every rank holds the whole model and optimiser state, gradients are summed over
-    ranks once per epoch (tested here, on gloo). ``fsdp2``: parameters sharded with torch's
-    ``fully_shard`` (GPUs and NCCL only; written, not run on this CPU machine)."""
     call_timeout_s: float = 600.0
     """Longest wait for any actor call (a rollout step's env work, a generation batch, an
     update). Past it the actor counts as failed: rollout workers are replaced, anything else
@@ -96,11 +84,6 @@ class DistributedConfig:
             raise ConfigError(f"placement 'colocated' puts engine k on training rank k's bundle: engines_per_policy "
                               f"({self.engines_per_policy}) must be <= train_workers_per_policy "
                               f"({self.train_workers_per_policy})")
-        if self.engine_backend == "vllm" and self.engine_gpus <= 0:
-            raise ConfigError("engine_backend 'vllm' runs on GPUs: set engine_gpus > 0")
-        if self.parallelism == "fsdp2" and self.train_worker_gpus <= 0:
-            raise ConfigError("parallelism 'fsdp2' is for GPU training workers (train_worker_gpus > 0); "
-                              "use 'ddp' on CPUs")
         if self.dist_backend == "nccl" and self.train_worker_gpus <= 0:
             raise ConfigError("dist_backend 'nccl' needs GPU training workers (train_worker_gpus > 0)")
 
@@ -121,8 +104,6 @@ _LOWER: dict[str, tuple[float, bool]] = {
     "engines_per_policy": (1, False),
     "engine_cpus": (0, False),
     "engine_gpus": (0, False),
-    "engine_tensor_parallel_size": (1, False),
-    "vllm_gpu_memory_utilization": (0, True),
     "train_workers_per_policy": (1, False),
     "train_worker_cpus": (0, False),
     "train_worker_gpus": (0, False),
@@ -158,9 +139,22 @@ def _check(name: str, value: Any) -> Any:
     low, open_low = _LOWER[name]
     if number < low or (open_low and number == low):
         raise _fail(name, value, f"{'>' if open_low else '>='} {low:g}")
-    if name == "vllm_gpu_memory_utilization" and number > 1:
-        raise _fail(name, value, "in (0, 1]")
     return number
+
+
+#: The generation backends that run in engine actors (the OpenAI-compatible one is a server already).
+ENGINE_BACKENDS = ("transformers", "vllm")
+
+
+def check_layout(train: TrainConfig, config: DistributedConfig) -> None:
+    """The combinations of the two configs that cannot run, refused before any actor starts."""
+    if train.generation_backend not in ENGINE_BACKENDS:
+        raise ConfigError(f"generation_backend {train.generation_backend!r} cannot run in engine actors; "
+                          f"allowed with train-ray: {', '.join(ENGINE_BACKENDS)}")
+    if train.generation_backend == "vllm" and config.engine_gpus <= 0:
+        raise ConfigError("generation_backend 'vllm' runs on GPUs: set the distributed field engine_gpus > 0")
+    if train.rollout != "tree":
+        raise ConfigError("train-ray runs tree rollouts (rollout: tree); independent rollouts stay single-process")
 
 
 def distributed_config(values: dict[str, Any] | None) -> DistributedConfig:

@@ -1,0 +1,199 @@
+"""The AT-GRPO trainer with its parts on Ray actors: same steps, same metrics, same checkpoints.
+
+:class:`DistributedTrainer` is :class:`trainers.train.Trainer` with three parts moved out of
+the process through the trainer's hooks, and nothing else changed (advantages, metrics,
+logging, evaluation, checkpoint layout and resume are the trainer's own code):
+
+* ``make_policies``: :class:`RemotePolicies`, the driver's view of the policies: the
+  tokenizer side here (prompts are encoded by the driver, as locally), the models and their
+  optimisers on each policy's torch.distributed group of
+  :class:`~trainers.distributed.train_worker.TrainWorker` actors;
+* ``make_generator``: :class:`~trainers.distributed.engine.RayGenerator`, each policy's
+  engine actors, given the training workers' weights before the first rollout and after
+  every update;
+* ``tree_states``: the step's problems on the rollout workers
+  (:class:`~trainers.distributed.rollout.RemoteTree`).
+
+``update`` shards each policy's trainable samples over its ranks (gradients summed over the
+group, :mod:`~trainers.distributed.train_worker`) and then pushes rank 0's weights to the
+policy's engines. A checkpoint is the trainer's: the driver writes the temporary directory
+(rank 0 of each group writes its policy into it, the driver the optimiser state it fetched
+from rank 0, the RNG and the step) and renames it into place, so it is written once and
+atomically, and resumes on another world size (every rank holds the whole optimiser state).
+Rank 0 writes into the driver's ``run_dir``: on several machines that path must be shared
+storage (docs/scaling.md).
+
+Evaluation episodes stay on the driver (one sampled episode per held-out problem); their
+completions come from the engines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from trainers.config import TrainConfig
+from trainers.distributed.cluster import Pools, connect, get, import_ray
+from trainers.distributed.config import DistributedConfig, check_layout
+from trainers.distributed.engine import RayGenerator
+from trainers.distributed.rollout import EnvFactory, RemoteTree, RolloutPool
+from trainers.distributed.train_worker import TrainSample, TrainWorker, combine_stats, shard
+from trainers.policy import PolicySet, stop_token_ids
+from trainers.rollout import Sample
+from trainers.train import Trainer
+from trainers.update import UpdateSettings, UpdateStats, trainable
+
+
+class RemotePolicies(PolicySet):
+    """The driver's side of the run's policies (module docstring): the tokenizer, prompt
+    encoding and stop ids of :class:`~trainers.policy.PolicySet`; everything that touches
+    weights goes to the policy's training workers."""
+
+    def __init__(self, config: TrainConfig, roles: Sequence[str], dist: DistributedConfig, pools: Pools, *,
+                 init_dir: Path | None = None) -> None:
+        from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+        self.config = config
+        self.role_to_policy = config.policy_for_roles(roles)
+        self.names = sorted(set(self.role_to_policy.values()))
+        self.tokenizer = AutoTokenizer.from_pretrained(config.model)
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else self.tokenizer.eos_token_id)
+        try:  # what from_pretrained gives the model: its generation_config.json, else its config's
+            self.generation_config = GenerationConfig.from_pretrained(config.model)
+        except OSError:
+            self.generation_config = GenerationConfig.from_model_config(AutoConfig.from_pretrained(config.model))
+        self.eos_ids = stop_token_ids(self.tokenizer, self.generation_config)
+        self.timeout = dist.call_timeout_s
+        ray = import_ray()
+        actor = ray.remote(TrainWorker)
+        self.groups: dict[str, list[Any]] = {}
+        for name in self.names:
+            slots = pools.trainers[name]
+            self.groups[name] = [actor.options(**slot.options(), max_restarts=0).remote(
+                config, list(roles), name, rank, len(slots), None if init_dir is None else str(init_dir))
+                for rank, slot in enumerate(slots)]
+            workers = self.groups[name]
+            if len(workers) > 1:
+                address, port = get(workers[0].rendezvous.remote(), self.timeout, f"training rank 0 of {name!r}")
+                get([w.join.remote(address, port, dist.torch_backend(), self.timeout) for w in workers], self.timeout,
+                    f"the training group of {name!r} (joining torch.distributed)")
+
+    def rank0(self, name: str) -> Any:
+        return self.groups[name][0]
+
+    def update(self, name: str, samples: Sequence[Sample], generator: RayGenerator) -> UpdateStats:
+        """Policy ``name``'s data-parallel update on its own samples, then its engines follow."""
+        settings = UpdateSettings.from_config(self.config)
+        own = [TrainSample(s.completion, s.advantage, s.degenerate) for s in samples
+               if self.role_to_policy[s.agent] == name]
+        workers = self.groups[name]
+        shards = shard(trainable(own, settings), len(workers))
+        per_rank = get([w.update.remote(part, settings) for w, part in zip(workers, shards, strict=True)],
+                       self.timeout, f"the training group of {name!r} (update)")
+        stats = combine_stats(per_rank)
+        if stats.samples:
+            self.push_weights(name, generator)
+        return stats
+
+    def push_weights(self, name: str, generator: RayGenerator) -> None:
+        """Rank 0's current weights to the policy's engines, through the object store."""
+        generator.push(name, self.rank0(name).weights.remote(generator.merged_weights))
+
+    def save(self, directory: Path) -> None:
+        """Each policy's rank 0 writes it to ``directory/<name>/`` (PolicySet's layout)."""
+        get([self.rank0(name).save.remote(str(directory)) for name in self.names], self.timeout,
+            "training rank 0 (saving the policies)")
+
+    def optimizer_state(self) -> dict[str, Any]:
+        states = get([self.rank0(name).optimizer_state.remote() for name in self.names], self.timeout,
+                     "training rank 0 (optimiser state)")
+        return {name: state[name] for name, state in zip(self.names, states, strict=True)}
+
+    def load_optimizer_state(self, state: dict[str, Any]) -> None:
+        get([w.load_optimizer_state.remote(state) for name in self.names for w in self.groups[name]], self.timeout,
+            "training workers (loading the optimiser state)")
+
+    def snapshot(self, name: str) -> dict[str, Any]:
+        return get(self.rank0(name).parameters_snapshot.remote(), self.timeout, "training rank 0 (parameters)")
+
+    def rank_snapshots(self, name: str) -> list[dict[str, Any]]:
+        """Every rank's parameters (they must be identical)."""
+        return get([w.parameters_snapshot.remote() for w in self.groups[name]], self.timeout, "training workers")
+
+    def describe(self) -> str:
+        ranks = {name: len(workers) for name, workers in self.groups.items()}
+        return super().describe() + f"; data-parallel ranks per policy: {ranks}"
+
+    def close(self) -> None:
+        ray = import_ray()
+        for workers in self.groups.values():
+            for worker in workers:
+                ray.kill(worker, no_restart=True)
+        self.groups = {}
+
+
+class DistributedTrainer(Trainer):
+    """:class:`trainers.train.Trainer` on Ray actors (module docstring). Use it as a context
+    manager (or call :meth:`close`) so that the actors and placement groups are released."""
+
+    def __init__(self, config: TrainConfig, dist: DistributedConfig) -> None:
+        dist.validate()
+        config.validate()
+        check_layout(config, dist)
+        self.dist = dist
+        self.pools: Pools | None = None
+        self.rollout_pool: RolloutPool | None = None
+        try:
+            super().__init__(config)
+        except BaseException:
+            self.close()
+            raise
+
+    # the trainer's hooks ------------------------------------------------------------------------
+    def make_policies(self, init_dir: Path | None) -> RemotePolicies:
+        connect(self.dist)
+        names = sorted(set(self.config.policy_for_roles(self.roles).values()))
+        self.pools = Pools(self.dist, names)
+        return RemotePolicies(self.config, self.roles, self.dist, self.pools, init_dir=init_dir)
+
+    def make_generator(self, checkpoint: Path | None) -> RayGenerator:
+        assert self.pools is not None and isinstance(self.policies, RemotePolicies)
+        generator = RayGenerator(self.config, self.dist, self.roles, self.pools.engines)
+        for name in self.policies.names:  # the engines start from the base model: give them the run's weights
+            self.policies.push_weights(name, generator)
+        return generator
+
+    def tree_states(self, problems: Sequence[int]) -> RemoteTree:
+        if self.rollout_pool is None:
+            assert self.pools is not None
+            self.rollout_pool = RolloutPool(self.dist, self.pools.rollout,
+                                            EnvFactory.of(self.config.env, self.config.env_kwargs))
+        return self.rollout_pool.tree(problems, self.config.split)
+
+    def update(self, name: str, samples: Sequence[Sample]) -> UpdateStats:
+        assert isinstance(self.policies, RemotePolicies)
+        return self.policies.update(name, samples, self.generator)
+
+    # ---------------------------------------------------------------------------------- cleanup
+    def close(self) -> None:
+        """End the actors and release the placement groups (Ray itself keeps running)."""
+        if self.rollout_pool is not None:
+            self.rollout_pool.shutdown()
+            self.rollout_pool = None
+        generator = getattr(self, "generator", None)
+        if isinstance(generator, RayGenerator):
+            generator.close()
+        policies = getattr(self, "policies", None)
+        if isinstance(policies, RemotePolicies):
+            policies.close()
+        if self.pools is not None:
+            self.pools.remove()
+            self.pools = None
+
+    def __enter__(self) -> DistributedTrainer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
