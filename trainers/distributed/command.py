@@ -1,0 +1,121 @@
+"""``pettingllm train-ray``: AT-GRPO training on Ray actors (docs/scaling.md).
+
+Every ``pettingllm train`` option works unchanged (the run's :class:`~trainers.config.TrainConfig`);
+the layout comes from ``--distributed FILE.yaml`` (a mapping of
+:class:`~trainers.distributed.config.DistributedConfig` fields) and one ``--<field>`` option per
+field, which override the file::
+
+    pettingllm train-ray --config run.yaml --distributed layout.yaml --rollout-workers 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pettingllm_envs.cli.plugins import Command
+from trainers.commands import MODEL_LIBRARIES, TRAIN_EXTRA
+
+PROG = "pettingllm train-ray"
+DESCRIPTION = ("Train LLM policies with AT-GRPO on Ray actors: rollout workers, generation engines and "
+               "data-parallel training groups (docs/scaling.md).")
+
+
+def add_distributed_options(parser: argparse.ArgumentParser) -> None:
+    """``--distributed FILE`` and one ``--<field>`` option per :class:`DistributedConfig` field
+    (strings here; :meth:`DistributedConfig.validate` coerces and checks them)."""
+    from pettingllm_envs.cli.options import field_docs
+    from trainers.distributed.config import DistributedConfig
+
+    group = parser.add_argument_group("layout (DistributedConfig; docs/scaling.md)")
+    group.add_argument("--distributed", dest="distributed_file", default=argparse.SUPPRESS, metavar="FILE.yaml",
+                       help="YAML file with layout fields; the options below override it (default: none)")
+    docs = field_docs(DistributedConfig)
+    hints = typing.get_type_hints(DistributedConfig)
+    for f in dataclasses.fields(DistributedConfig):
+        help_text = f"{docs.get(f.name, '')} (default: {f.default!r})".replace("%", "%%")  # argparse %-formats help
+        kwargs: dict[str, Any] = {"dest": f"distributed.{f.name}", "default": argparse.SUPPRESS,
+                                  "metavar": f.name.upper(), "help": help_text}
+        if typing.get_origin(hints[f.name]) is Literal:
+            kwargs["metavar"] = "{" + ",".join(typing.get_args(hints[f.name])) + "}"
+        group.add_argument("--" + f.name.replace("_", "-"), **kwargs)
+
+
+def build_train_ray_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """Every option of ``pettingllm train`` plus the layout's (for ``--help`` and tools)."""
+    from trainers.config import build_parser
+
+    parser = build_parser(prog, DESCRIPTION)
+    add_distributed_options(parser)
+    return parser
+
+
+def parse(argv: Sequence[str]) -> tuple[Any, Any]:
+    """The run's validated :class:`~trainers.config.TrainConfig` and
+    :class:`~trainers.distributed.config.DistributedConfig`."""
+    from pettingllm_envs.cli.errors import ArgumentParser
+    from trainers.config import ConfigError, load_config
+    from trainers.distributed.config import distributed_config
+
+    layout_parser = ArgumentParser(prog=PROG, add_help=False)
+    add_distributed_options(layout_parser)
+    layout, rest = layout_parser.parse_known_args(list(argv))
+    if "-h" in rest or "--help" in rest:
+        build_train_ray_parser().parse_args(["--help"])
+    config = load_config(rest, prog=PROG, description=DESCRIPTION)
+    values: dict[str, Any] = {}
+    file = getattr(layout, "distributed_file", None)
+    if file is not None:
+        import yaml
+
+        if not Path(file).is_file():
+            raise ConfigError(f"--distributed {file}: no such file")
+        try:
+            values = yaml.safe_load(Path(file).read_text()) or {}
+        except yaml.YAMLError as error:
+            raise ConfigError(f"--distributed {file} is not valid YAML: {' '.join(str(error).split())}") from None
+        if not isinstance(values, dict):
+            raise ConfigError(f"{file} must hold a YAML mapping of layout fields, got {type(values).__name__}")
+    values.update({key.removeprefix("distributed."): value for key, value in vars(layout).items()
+                   if key.startswith("distributed.")})
+    if values.get("address") in ("null", "none", "None", ""):
+        values["address"] = None
+    return config, distributed_config(values)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``pettingllm train-ray [train options] [--distributed FILE.yaml] [--<layout field> VALUE ...]``."""
+    from pettingllm_envs.cli.checks import check_env_config, check_model
+
+    config, layout = parse(argv or [])
+    check_env_config(config.env, config.env_kwargs)
+    check_model(config.model)
+    from trainers.distributed.trainer import DistributedTrainer
+    from trainers.train import METRICS, progress_success
+
+    with DistributedTrainer(config, layout) as trainer:
+        print(f"[train-ray] env={config.env} roles={trainer.roles} {trainer.policies.describe()} "
+              f"rollout_workers={layout.rollout_workers} engines_per_policy={layout.engines_per_policy} "
+              f"run_dir={trainer.run_dir} from step {trainer.step}", file=sys.stderr)
+        history = trainer.train()
+    if history:
+        last = history[-1]
+        success = " ".join(f"{k}={v}" for k, v in progress_success(last).items())
+        print(f"[train-ray] step {last['step']}: reward/mean={last['reward/mean']:.4f} {success} "
+              f"metrics in {trainer.run_dir / METRICS}", file=sys.stderr)
+    return 0
+
+
+#: The plug-in: entry point ``train-ray`` of the group ``pettingllm.commands`` (pyproject.toml).
+TRAIN_RAY = Command(summary="AT-GRPO on Ray actors: rollout workers, generation engines, data-parallel training "
+                            "groups (docs/scaling.md)",
+                    parser="trainers.distributed.command:build_train_ray_parser",
+                    main="trainers.distributed.command:main", needs=(*MODEL_LIBRARIES, "ray"),
+                    needs_hint=f"{TRAIN_EXTRA} and the ray extra: pip install 'pettingllm-envs[ray]'",
+                    loads_models=True,
+                    user_errors=("trainers.config:ConfigError", "trainers.distributed.cluster:ActorFailed"))
