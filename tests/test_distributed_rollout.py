@@ -121,7 +121,8 @@ def test_a_hung_worker_times_out_and_is_replaced(ray_cluster, tmp_path):
 def test_engine_actors_sample_what_the_in_process_sampler_samples(ray_cluster, tiny_model_dir):
     """Two transformers engine actors, one call's prompts split between them, give the
     in-process PolicySet's completions for the same request seeds (same ids; log-probs within
-    float tolerance), and after a weight push they sample the pushed weights."""
+    float tolerance), after a weight push they sample the pushed weights, and a dead engine is
+    an error naming the policy's engines."""
     import torch
 
     from trainers.policy import PolicySet
@@ -152,6 +153,9 @@ def test_engine_actors_sample_what_the_in_process_sampler_samples(ray_cluster, t
         assert [g.completion_ids for g in after] == [g.completion_ids for g in local.generate(
             "shared", prompts, 4, seeds=call)]
         assert [g.completion_ids for g in after] != [g.completion_ids for g in here]
+        ray.kill(generator.engines["shared"][1], no_restart=True)  # a dead engine fails the call, with its name
+        with pytest.raises(ActorFailed, match=r"the generation engines of 'shared' died"):
+            generator.generate("shared", prompts, 4, seeds=call)
     finally:
         generator.close()
         pools.remove()
