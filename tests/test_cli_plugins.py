@@ -149,6 +149,17 @@ def test_the_env_commands_work_with_trainers_unimportable():
     assert train[2].startswith("pettingllm: error: command 'train' is unavailable: cannot load trainers.commands")
 
 
+def test_listing_the_commands_loads_no_model_library():
+    """Every plug-in's :class:`Command` is loaded on every start (for ``--help``): the module that
+    declares it must not import torch or transformers, or ``pettingllm list`` would pay for them."""
+    code = ("import sys\nfrom pettingllm_envs.cli.plugins import discover\nplugins = discover()\n"
+            "assert all(p.command is not None for p in plugins), [p.error for p in plugins if p.command is None]\n"
+            "heavy = {'torch', 'transformers', 'vllm'} & {name.split('.')[0] for name in sys.modules}\n"
+            "assert not heavy, sorted(p.entry_point.value for p in plugins)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
 def _trainer_references(path: Path) -> list[str]:
     """How ``path`` imports ``trainers`` (any import statement, at any depth) or names one of
     its modules in a string constant."""

@@ -37,6 +37,8 @@ TRAIN_MGRPO = _model_command("M-GRPO on research_v0: main and sub-agent as separ
                              "trainers.mgrpo.train:main")
 SELF_CONSISTENCY = _model_command("evaluate a model: single-sample, majority-of-G, greedy and ensemble accuracy",
                                   "trainers.self_consistency:build_parser", "trainers.self_consistency:main")
+SERVE = _model_command("serve a model folder with the trainer's sampler behind an OpenAI-compatible API",
+                       "trainers.generation.server:build_parser", "trainers.generation.server:main")
 
 
 # ---------------------------------------------------------------- tiny-model
@@ -97,5 +99,5 @@ def plot_main(argv: Sequence[str]) -> int:
 PLOT = Command(summary="draw a training run's metric curves to PNG", parser="trainers.commands:plot_parser",
                main="trainers.commands:plot_main")
 
-__all__ = ["MODEL_LIBRARIES", "PLOT", "SELF_CONSISTENCY", "TINY_MODEL", "TRAIN", "TRAIN_EXTRA", "TRAIN_MGRPO",
+__all__ = ["MODEL_LIBRARIES", "PLOT", "SELF_CONSISTENCY", "SERVE", "TINY_MODEL", "TRAIN", "TRAIN_EXTRA", "TRAIN_MGRPO",
            "TRAIN_VARIANTS"]

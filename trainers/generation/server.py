@@ -50,7 +50,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pettingllm_envs.cli.errors import ArgumentParser
-from pettingllm_envs.cli.plugins import Command
 from trainers.generation.protocol import Generation
 from trainers.seeding import SEED_BITS, derive_seed
 
@@ -391,8 +390,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     server.serve_forever()
     return 0
 
-
-SERVE = Command(summary="serve a model folder with the trainer's sampler behind an OpenAI-compatible API",
-                parser="trainers.generation.server:build_parser", main="trainers.generation.server:main",
-                needs=("torch", "transformers"), needs_hint="the train extra: pip install 'pettingllm-envs[train]'",
-                loads_models=True, user_errors=("trainers.config:ConfigError",))
