@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 from types import ModuleType
 from typing import Any
 
@@ -23,6 +24,17 @@ ENV_MODULES: dict[str, str] = {
     "sudoku_v0": "pettingllm_envs.games.sudoku",
     "tictactoe_v0": "pettingllm_envs.games.tictactoe",
 }
+
+#: Envs that bridge an optional library: ``env_id -> (module, the package it needs)``. Each is
+#: registered only when its package is installed (its extra, e.g. ``pip install -e '.[textarena]'``),
+#: so a base install lists, runs and tests only envs that work.
+OPTIONAL_ENV_MODULES: dict[str, tuple[str, str]] = {
+    "textarena_v0": ("pettingllm_envs.bridges.textarena_env", "textarena"),
+    "reasoning_gym_v0": ("pettingllm_envs.bridges.reasoning_gym_env", "reasoning_gym"),
+}
+for _env_id, (_module, _package) in OPTIONAL_ENV_MODULES.items():
+    if importlib.util.find_spec(_package) is not None:
+        ENV_MODULES[_env_id] = _module
 
 
 def register(env_id: str, module: str) -> None:

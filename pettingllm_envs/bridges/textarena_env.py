@@ -1,0 +1,427 @@
+"""TextArena: its two-player games (Connect Four, Othello, Kuhn poker, Liar's dice, ...) as competitive AEC envs.
+
+| Property            | Value                                                                        |
+|---------------------|------------------------------------------------------------------------------|
+| Id / import         | `textarena_v0` (needs `pip install -e '.[textarena]'`, TextArena 0.7.4)       |
+| Games               | `game=`: any of the 35 two-player games of `textarena_games.GAMES`; the games |
+|                     | left out are listed there with the reason (NLTK data, API keys, fixed starts) |
+| Roles (turn order)  | `player_0`, `player_1`: TextArena's players 0 and 1; who moves next is the    |
+|                     | game's `current_player_id` (a player may move twice: a retry, or the rules)   |
+| Observation         | `TextObservation`: the game's prompt for this player, then the messages the   |
+|                     | game sent this player (only the latest board), players' words quoted `> `    |
+| Action              | `UnicodeText(max_action_chars)`: free text, read by the game itself (most     |
+|                     | games want a bracketed move, e.g. `[col 3]`); the whole reply goes to it      |
+| Team state G        | zero-sum, from the player's side: `(r_self - r_other) / 2` of TextArena's     |
+|                     | rewards once the game is over (+1 win, -1 loss, 0 draw), 0 while it runs      |
+| Local reward        | legality only: 0 for a move the game accepts, `-illegal_move_penalty` for   |
+|                     | one it rejects (TextArena's invalid move), `-format_penalty` for a non-string |
+|                     | or over-long action (not sent to the game)                                    |
+| Reward bounds       | local per action in `[-max(format, illegal), 0]`; global in `[-1, 1]`         |
+| Illegal move        | TextArena's rule: the player retries (its `error_allowance`, usually 1), then |
+|                     | loses the game; each rejected move is penalised and explained in infos        |
+| Termination         | the game says it is over (win, loss, draw, its own turn limit)                |
+| Truncation          | `max_turns` turns (default 100); an unfinished game scores as a draw (G = 0)  |
+| Config              | `TextArenaConfig`: game, illegal_move_penalty, legal_actions_in_info, ...    |
+
+**Rewards.** The base class pays every player, after each action, ``alpha`` times the change
+of its team state (:meth:`raw_env.team_state`): the outcome from that player's own side. The
+move that ends the game pays the winner ``alpha`` and the loser ``-alpha`` in the same step
+(PettingZoo's end-of-game reward); the two global returns sum to zero. The local term only
+penalises moves the game rejects: a positive credit per legal move would pay a player for
+making a game last longer (the stalling attack), which TextArena's games cannot bound in
+general. ``infos[agent]["success"]`` is True for the winner.
+
+**Instances and splits.** An instance is a TextArena seed plus, for games whose start is
+always the same (``GameSpec.opening_plies``), an opening of random legal moves drawn from
+``Random(data_seed + index)``. Its content (both players' first views, the game state and,
+for games that draw random numbers later, the seed) is hashed into train or test, so the
+two splits never share a start. ``reset(seed=i)`` plays instance ``i``.
+
+**Randomness.** TextArena's games draw from the global :mod:`random` module (its
+``State`` calls ``random.seed(seed)``). Each env keeps its own state of that generator and
+swaps it in around every call into the game, so episodes are reproducible, deep copies
+continue identically, and two envs never disturb each other or the caller's ``random``
+(one thread per env at a time: the swap is not thread-safe).
+
+**Deep copies** copy TextArena's game object (its state only: the env drains TextArena's
+message queues and log after every step) and share the rest: the message views and the
+random state are immutable tuples, replaced at each step, never mutated.
+
+**Legal moves.** For games with a move generator (``textarena_games``), the env tries each
+candidate on a copy of the game and lists the ones TextArena accepts in
+``infos[agent]["game"]["legal_actions"]`` for the player to move (and the ones that win at
+once in ``winning_actions``); ``legal_actions_in_info=False`` skips this (it costs one
+game copy and step per candidate). :func:`scripted_policy` plays a winning move when there
+is one, else a legal move chosen by a hash of the observation: a decisive, reproducible
+opponent, not an oracle (TextArena has no solver for its games).
+
+**Forged messages.** A player's words reach the other player (TextArena shows each action
+to both). Every line of them is quoted with ``> `` under a ``[Player k wrote]`` header, and
+every line of the game's own messages after their first is indented, so a line that
+starts with ``[GAME]`` is always the game's: a reply cannot forge a game message, a board
+or a result in the opponent's view. Rewards come only from TextArena's game state.
+
+**Self-play.** One shared policy can play both seats: AT-GRPO groups by (problem, agent,
+turn), so each seat's candidates are normalised only against the same seat's, from the
+same position.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import random
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import textarena
+from textarena.core import GAME_ID, ObservationType
+
+from pettingllm_envs.bridges.textarena_games import GAMES, UNAVAILABLE, GameSpec
+from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
+
+ROLES = ("player_0", "player_1")
+#: A line of a player's view: (sender id, text, TextArena's observation type name).
+ViewLine = tuple[int, str, str]
+#: Most candidates tried per legality check (generators and listed options are cut to this).
+MAX_CANDIDATES = 96
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+
+
+def available_games() -> list[str]:
+    """The TextArena games ``textarena_v0`` plays (sorted)."""
+    return sorted(GAMES)
+
+
+def listing_note() -> str:
+    """What ``pettingllm list`` adds to this env's description: how many games it plays."""
+    return f"{len(GAMES)} TextArena games, game=NAME; {len(UNAVAILABLE)} left out, with reasons: textarena_games"
+
+
+@dataclass
+class TextArenaConfig(TextEnvConfig):
+    """Configuration of ``textarena_v0``."""
+
+    game: str = "ConnectFour-v0"
+    """The TextArena game id (``textarena_games.GAMES``)."""
+    max_turns: int = 100
+    """Turns before truncation (a turn: each player acts once; a player acting again, a retry or
+    a dice game's next roll, starts a new one); most games end before, by their own rules or limits."""
+    illegal_move_penalty: float = 0.5
+    """Subtracted from the local reward of a move the game rejects (TextArena's invalid move)."""
+    legal_actions_in_info: bool = True
+    """List the legal and the winning candidate moves of the player to move in
+    ``infos[agent]["game"]`` (games with a move generator; one game copy and step per candidate)."""
+    max_quoted_chars: int = 2000
+    """A player's words are shown to the players cut to this many characters (the game reads them whole)."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.game not in GAMES:
+            if self.game in UNAVAILABLE:
+                raise ValueError(f"TextArena game {self.game!r} is not available: {UNAVAILABLE[self.game]}")
+            close = difflib.get_close_matches(self.game, GAMES, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ValueError(f"unknown TextArena game {self.game!r}{hint} ({len(GAMES)} games: textarena_games.GAMES)")
+        if self.illegal_move_penalty < 0:
+            raise ValueError(f"illegal_move_penalty must be >= 0, got {self.illegal_move_penalty}")
+        if self.max_quoted_chars < 1:
+            raise ValueError(f"max_quoted_chars must be >= 1, got {self.max_quoted_chars}")
+
+
+@dataclass(frozen=True)
+class GameInstance:
+    """One instance: a TextArena seed and the opening moves played from it."""
+
+    game: str
+    seed: int
+    opening: tuple[str, ...]
+    key: str
+    """Canonical content (hashed into a split)."""
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one action did to a TextArena game."""
+
+    invalid: bool
+    reason: str | None
+    lines: dict[int, tuple[ViewLine, ...]]
+    """New messages per player id."""
+
+
+class raw_env(TextAECEnv[GameInstance]):
+    """A two-player TextArena game (see the module docstring)."""
+
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": ["human", "ansi"], "name": "textarena_v0", "is_parallelizable": False
+    }
+    roles = ROLES
+    config_class = TextArenaConfig
+    config: TextArenaConfig
+    #: Views and the random state are immutable tuples that each step replaces, so copies share them.
+    shared_attributes = TextAECEnv.shared_attributes | {"spec", "views", "rng_state"}
+
+    def __init__(self, config: TextArenaConfig | None = None, *, render_mode: str | None = None, **overrides: Any):
+        super().__init__(config, render_mode=render_mode, **overrides)
+        self.spec: GameSpec = GAMES[self.config.game]
+        self.game: Any = None
+        self.rng_state: tuple = random.Random(0).getstate()
+        self.views: dict[str, tuple[ViewLine, ...]] = {a: () for a in ROLES}
+
+    # ------------------------------------------------------------ the game
+    @contextmanager
+    def _game_random(self, state: tuple) -> Iterator[list[tuple]]:
+        """Run TextArena code with ``state`` as the global :mod:`random` state; the state it
+        leaves is put into the yielded list, and the caller's own state is restored."""
+        outer = random.getstate()
+        random.setstate(state)
+        after: list[tuple] = []
+        try:
+            yield after
+        finally:
+            after.append(random.getstate())
+            random.setstate(outer)
+
+    def _new_game(self, seed: int) -> tuple[Any, tuple]:
+        with self._game_random(random.Random(seed).getstate()) as after:
+            game = textarena.make(self.config.game + "-raw")
+            game.reset(num_players=2, seed=seed)
+        return game, after[0]
+
+    @staticmethod
+    def _drain(game: Any) -> dict[int, tuple[ViewLine, ...]]:
+        """Take the messages TextArena queued for each player (and drop its log, which nothing reads)."""
+        state = game.state
+        lines = {pid: tuple((int(sender), str(text), kind.name if isinstance(kind, ObservationType) else str(kind))
+                            for sender, text, kind in state.observations[pid]) for pid in (0, 1)}
+        state.observations = {pid: [] for pid in (0, 1)}
+        state.logs = []
+        return lines
+
+    def _step_game(self, game: Any, rng_state: tuple, text: str, *, backup: bool = True
+                   ) -> tuple[Any, tuple, StepOutcome]:
+        """Apply ``text`` for the player to move; returns the game after it (the same object,
+        or, when TextArena raised, the copy taken before), the random state after it, and the
+        outcome. ``backup=False`` skips that copy, for games that are thrown away anyway."""
+        state = game.state
+        pid = state.current_player_id
+        errors_before = getattr(state, "error_count", 0)
+        flagged_before = bool(state.game_info[pid].get("invalid_move"))
+        before = copy.deepcopy(game) if backup else game
+        try:
+            with self._game_random(rng_state) as after:
+                game.step(text)
+        except Exception as error:  # a TextArena bug on odd input must not end the episode
+            reason = f"the game could not process this action ({type(error).__name__}); it counts as invalid"
+            return before, rng_state, StepOutcome(True, reason, {0: (), 1: ()})
+        lines = self._drain(game)
+        state = game.state
+        invalid = getattr(state, "error_count", 0) > errors_before or (
+            bool(state.game_info[pid].get("invalid_move")) and not flagged_before)
+        reason = None
+        if invalid:
+            admin = [t for _, t, kind in lines[pid] if kind == "GAME_ADMIN"]
+            reason = (admin[-1] if admin else str(state.game_info[pid].get("reason") or "the game rejected the move"))
+        return game, after[0], StepOutcome(invalid, reason, lines)
+
+    def _candidates(self, game: Any, pid: int) -> list[str]:
+        if self.spec.moves is None or game.state.done:
+            return []
+        try:
+            moves = self.spec.moves(game, pid)
+        except (KeyError, IndexError, TypeError, AttributeError):  # a state the generator does not know: no list
+            return []
+        return list(dict.fromkeys(moves))[:MAX_CANDIDATES]
+
+    def _legal(self, game: Any, rng_state: tuple) -> tuple[list[str], list[str]]:
+        """The candidates the game accepts from the player to move, and those that win at once."""
+        pid = game.state.current_player_id
+        legal, winning = [], []
+        for action in self._candidates(game, pid):
+            trial, _, outcome = self._step_game(copy.deepcopy(game), rng_state, action, backup=False)
+            if outcome.invalid:
+                continue
+            legal.append(action)
+            rewards = trial.state.rewards
+            if trial.state.done and rewards and rewards.get(pid, 0) > rewards.get(1 - pid, 0):
+                winning.append(action)
+        return legal, winning
+
+    # ------------------------------------------------------------ instances
+    def generate_instance(self, rng: random.Random) -> GameInstance:
+        while True:
+            seed = rng.randrange(2**31)
+            game, rng_state = self._new_game(seed)
+            views = self._drain(game)
+            opening: list[str] = []
+            plies = rng.choice(self.spec.opening_plies) if self.spec.opening_plies else 0
+            for _ in range(plies):
+                legal, _ = self._legal(game, rng_state)
+                if not legal:
+                    break
+                action = rng.choice(legal)
+                game, rng_state, outcome = self._step_game(game, rng_state, action)
+                opening.append(action)
+                views = {pid: views[pid] + outcome.lines[pid] for pid in (0, 1)}
+            if game.state.done or len(opening) < plies:
+                continue  # the opening ended the game: draw another
+            content = [self.config.game, repr(views), _ADDRESS.sub("", repr(game.state.game_state))]
+            if self.spec.random_during_play:
+                content.append(f"seed={seed}")
+            return GameInstance(self.config.game, seed, tuple(opening), "\n".join(content))
+
+    def instance_key(self, instance: GameInstance) -> str:
+        return instance.key
+
+    def start_episode(self, instance: GameInstance) -> None:
+        game, rng_state = self._new_game(instance.seed)
+        views = self._drain(game)
+        for action in instance.opening:
+            game, rng_state, outcome = self._step_game(game, rng_state, action)
+            views = {pid: views[pid] + outcome.lines[pid] for pid in (0, 1)}
+        self.game, self.rng_state = game, rng_state
+        self.views = {ROLES[pid]: lines for pid, lines in views.items()}
+        self.agent_selection = ROLES[game.state.current_player_id]
+        self._legal_cache: tuple[int, list[str], list[str]] | None = None
+
+    # -------------------------------------------------------------- actions
+    def apply_action(self, agent: str, text: str) -> ActionResult:
+        self.game, self.rng_state, outcome = self._step_game(self.game, self.rng_state, text)
+        self.views = {ROLES[pid]: self.views[ROLES[pid]] + outcome.lines[pid] for pid in (0, 1)}
+        self._legal_cache = None
+        parsed = {"action": text[:200]}
+        if outcome.invalid:
+            return ActionResult(-self.config.illegal_move_penalty, valid=False, parsed=parsed,
+                                invalid_reason=outcome.reason)
+        return ActionResult(0.0, parsed=parsed)
+
+    def next_agent(self, agent: str) -> str:
+        if self.game.state.done:
+            return super().next_agent(agent)
+        return ROLES[self.game.state.current_player_id]
+
+    # ------------------------------------------------------------ rewards
+    def _rewards(self) -> dict[int, float] | None:
+        state = self.game.state
+        if not state.done or not state.rewards:
+            return None
+        return {pid: float(state.rewards.get(pid, 0.0)) for pid in (0, 1)}
+
+    def outcome(self, agent: str) -> float:
+        """``(r_self - r_other) / 2`` of TextArena's rewards, in [-1, 1]: +1 win, -1 loss, 0 draw or running."""
+        rewards = self._rewards()
+        if rewards is None:
+            return 0.0
+        pid = ROLES.index(agent)
+        return max(-1.0, min(1.0, (rewards[pid] - rewards[1 - pid]) / 2))
+
+    def global_reward(self) -> float:
+        """The outcome from the side of the player to move; rewards use :meth:`team_state`."""
+        return self.outcome(self.agent_selection)
+
+    def team_state(self, agent: str) -> float:
+        return self.outcome(agent)
+
+    def is_success(self, agent: str | None = None) -> bool:
+        agents = [agent] if agent is not None else list(ROLES)
+        return any(self.outcome(a) > 0 for a in agents)
+
+    def is_done(self) -> bool:
+        return bool(self.game.state.done)
+
+    def legal_actions(self) -> tuple[list[str], list[str]]:
+        """The legal and the winning candidate moves of the player to move (cached per step)."""
+        if self._legal_cache is None or self._legal_cache[0] != len(self.history):
+            legal, winning = self._legal(self.game, self.rng_state)
+            self._legal_cache = (len(self.history), legal, winning)
+        return self._legal_cache[1], self._legal_cache[2]
+
+    def extra_info(self, agent: str) -> dict[str, Any]:
+        game: dict[str, Any] = {"name": self.config.game, "player_id": ROLES.index(agent),
+                                "outcome": self.outcome(agent) if self.is_done() else None,
+                                "legal_actions": None, "winning_actions": None}
+        if (self.config.legal_actions_in_info and self.spec.moves is not None and agent == self.agent_selection
+                and not self.is_done()):
+            game["legal_actions"], game["winning_actions"] = (list(moves) for moves in self.legal_actions())
+        return {"game": game}
+
+    # -------------------------------------------------------------- views
+    def role_instructions(self, agent: str) -> str:
+        prompt = "\n".join(text for _, text, kind in self.views[agent] if kind == "PROMPT")
+        return (
+            f"You are {agent} (Player {ROLES.index(agent)}) in the two-player TextArena game "
+            f"{self.config.game}. Your whole reply is sent to the game as your move, so follow the move "
+            f"format in the rules below. A move the game rejects costs {self.config.illegal_move_penalty}; "
+            "the game's own rules say when a rejected move loses. Win: +1, loss: -1, draw: 0. Lines quoted "
+            "with '>' are a player's own words, not the game's.\n\nThe game's rules:\n" + prompt
+        )
+
+    def _render_line(self, sender: int, text: str, kind: str) -> str:
+        if sender != GAME_ID:  # a player's words, quoted line by line: they cannot pass for the game's
+            if len(text) > self.config.max_quoted_chars:
+                text = text[: self.config.max_quoted_chars] + " [... cut]"
+            quoted = "\n".join("> " + line for line in (text.splitlines() or [""]))
+            return f"[Player {sender} wrote]\n{quoted}"
+        lines = text.splitlines() or [""]
+        return "\n".join(["[GAME] " + lines[0], *("    " + line for line in lines[1:])])
+
+    def task_view(self, agent: str) -> str:
+        lines = [line for line in self.views[agent] if line[2] != "PROMPT"]
+        boards = [i for i, line in enumerate(lines) if line[2] == "GAME_BOARD"]
+        stale = set(boards[:-1])  # only the latest board is shown: earlier ones are history the state already holds
+        parts = [self._render_line(*line) for i, line in enumerate(lines) if i not in stale]
+        if self.is_done():
+            parts.append(f"[GAME] The game is over. Your result: {self.outcome(agent):+.0f}.")
+        elif agent == self.agent_selection:
+            parts.append(f"It is your turn (turn {self.turn + 1} of at most {self.config.max_turns}).")
+        else:
+            parts.append("It is the other player's turn.")
+        return "What the game has shown you so far:\n" + "\n".join(parts)
+
+    def render_state(self) -> str:
+        board = next((text for _, text, kind in reversed(self.views[ROLES[0]]) if kind == "GAME_BOARD"), "")
+        rewards = self._rewards()
+        return f"{self.config.game}, turn {self.turn}, to move: {self.agent_selection}\n{board}\nrewards: {rewards}"
+
+
+def env(**config: Any) -> TextAECEnv:
+    """The wrapped AEC environment (order enforcing), the usual entry point."""
+    return wrap_env(raw_env(**config))
+
+
+def parallel_env(**config: Any):
+    """The Parallel API view: one parallel step is one agent's action (see pettingllm_envs.core)."""
+    return make_parallel_env(env(**config))
+
+
+def _stable_index(text: str, count: int) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8", "replace")).digest()[:8], "big") % count
+
+
+def scripted_policy(observation: str, agent: str, info: dict[str, Any]) -> str:
+    """A winning move when one exists, else a legal move chosen by a hash of the observation
+    (reproducible, and varied across positions); games without a move generator get a reply
+    the game judges itself (usually an invalid move)."""
+    game = info.get("game") or {}
+    if game.get("winning_actions"):
+        return game["winning_actions"][0]
+    legal = game.get("legal_actions") or []
+    if legal:
+        return legal[_stable_index(str(observation), len(legal))]
+    return "[pass]"
+
+
+def random_legal_policy(seed: int = 0) -> Callable[[str, str, dict[str, Any]], str]:
+    """A seeded opponent that plays a uniformly random legal move (games with a move generator)."""
+    rng = random.Random(seed)
+
+    def act(observation: str, agent: str, info: dict[str, Any]) -> str:
+        legal = (info.get("game") or {}).get("legal_actions") or []
+        return rng.choice(legal) if legal else "[pass]"
+
+    return act

@@ -1,0 +1,204 @@
+"""Which TextArena 0.7.4 games ``textarena_v0`` plays, how it finds their moves, and why the rest are left out.
+
+Every ``-v0`` game of TextArena's registry is in exactly one of :data:`GAMES` (two-player
+games that reset and play offline), :data:`UNAVAILABLE` (with the measured reason) or
+:data:`SINGLE_PLAYER`; ``tests/test_textarena_env.py`` checks that the table is complete
+and that each reason holds, without importing the modules that would download NLTK data.
+
+A game's *move generator* lists candidate action strings for the player to move, read
+from TextArena's game state (facts of its ``game_state`` layout); the env keeps the
+candidates TextArena accepts on a copy of the game (so legality is always TextArena's own
+judgement) and uses them for openings, ``infos[...]["game"]["legal_actions"]`` and the
+scripted policy. Games without one still play (any string is an action); they have no
+scripted play and need their own randomness to give train and test different starts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: ``(textarena env, player id) -> candidate actions`` (any strings; illegal ones are filtered out).
+MoveGenerator = Callable[[Any, int], list[str]]
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    """How ``textarena_v0`` plays one TextArena game."""
+
+    moves: MoveGenerator | None = None
+    """Candidate actions for the player to move, or None (no scripted play for this game)."""
+    opening_plies: tuple[int, ...] = ()
+    """Numbers of random legal moves played before the episode starts, to choose from: the
+    instance space of games whose start is always the same (needs ``moves``)."""
+    random_during_play: bool = False
+    """The game draws random numbers after its start (later deals, dice): the TextArena seed
+    is then part of an instance's content, since two seeds with one start differ later."""
+
+
+def _state(game: Any) -> dict[str, Any]:
+    return game.state.game_state
+
+
+def _indices(count: int, template: str = "[{}]") -> MoveGenerator:
+    return lambda game, pid: [template.format(i) for i in range(count)]
+
+
+def _fixed(*actions: str) -> MoveGenerator:
+    return lambda game, pid: list(actions)
+
+
+def _connect_four(game: Any, pid: int) -> list[str]:
+    return [f"[col {c}]" for c in range(game.num_cols)]
+
+
+def _nim(game: Any, pid: int) -> list[str]:
+    return [f"[{i} {q}]" for i, pile in enumerate(_state(game)["piles"]) for q in range(1, pile + 1)]
+
+
+def _othello(game: Any, pid: int) -> list[str]:
+    return [f"[{r}, {c}]" for r, c in _state(game).get("valid_moves") or []]
+
+
+def _chopsticks(game: Any, pid: int) -> list[str]:
+    attacks = [f"[attack {m} {o}]" for m in (0, 1) for o in (0, 1)]
+    total = sum(_state(game)["hands"][pid])
+    return attacks + [f"[split {left} {total - left}]" for left in range(total + 1)]
+
+
+def _blotto(game: Any, pid: int) -> list[str]:
+    names = [field["name"] for field in _state(game)["fields"]]
+    units = game.num_total_units
+    spread = [units // len(names) + (i < units % len(names)) for i in range(len(names))]
+    allocations = [spread, *([units if i == j else 0 for i in range(len(names))] for j in range(len(names)))]
+    return ["[" + " ".join(f"{n}{u}" for n, u in zip(names, alloc, strict=True)) + "]" for alloc in allocations]
+
+
+def _liars_dice(game: Any, pid: int) -> list[str]:
+    bid = _state(game).get("current_bid") or {"quantity": 0, "face_value": 6}
+    quantity, face = bid["quantity"], bid["face_value"]
+    raises = [(quantity, f) for f in range(face + 1, 7)] + [(quantity + 1, f) for f in range(1, 7)]
+    return ["[Call]", *(f"[Bid: {q}, {f}]" for q, f in raises)]
+
+
+def _ultimate_tictactoe(game: Any, pid: int) -> list[str]:
+    forced = _state(game).get("next_micro_board")  # the mini-board the last move sends this player to, if any
+    boards = [forced] if isinstance(forced, int) else range(9)
+    return [f"[{macro} {micro}]" for macro in boards for micro in range(9)]
+
+
+def _quantum_tictactoe(game: Any, pid: int) -> list[str]:
+    return [f"[{a},{b}]" for a, b in itertools.combinations(range(9), 2)]
+
+
+def _battleship(game: Any, pid: int) -> list[str]:
+    return [f"[{chr(65 + r)}{c}]" for r in range(game.grid_size) for c in range(game.grid_size)]
+
+
+def _simple_tak(game: Any, pid: int) -> list[str]:
+    return [f"[{i}]" for i in range(game.board_size ** 2)]
+
+
+_BRACKETED = re.compile(r"\[[^\[\]\n]{1,40}\]")
+
+
+def _listed(game: Any, pid: int) -> list[str]:
+    """The bracketed options the game lists in ``valid_moves`` (Santorini)."""
+    return _BRACKETED.findall(str(_state(game).get("valid_moves") or ""))
+
+
+#: The two-player ``-v0`` games that reset and step offline (measured with the network blocked) and whose
+#: instances can be split (a random start, or random openings from a move generator).
+GAMES: dict[str, GameSpec] = {
+    "Battleship-v0": GameSpec(_battleship),
+    "Briscola-v0": GameSpec(_indices(4, "[play {}]")),
+    "Chopsticks-v0": GameSpec(_chopsticks, opening_plies=(2, 4)),
+    "ColonelBlotto-v0": GameSpec(_blotto, opening_plies=(2, 4)),
+    "ConnectFour-v0": GameSpec(_connect_four, opening_plies=(2, 4)),
+    "GameOfPureStrategy-v0": GameSpec(_fixed(*(f"[{c}]" for c in ("A", "K", "Q", "J", *map(str, range(10, 1, -1)))))),
+    "GermanWhist-v0": GameSpec(_indices(14, "[play {}]")),
+    "Golf-v0": GameSpec(),
+    "HighSociety-v0": GameSpec(_indices(12)),
+    "IndianPoker-v0": GameSpec(_fixed("[check]", "[call]", "[bet 1]", "[raise 1]", "[fold]"), random_during_play=True),
+    "IteratedMatchingPennies-v0": GameSpec(_fixed("[heads]", "[tails]"), opening_plies=(2, 4)),
+    "IteratedPrisonersDilemma-v0": GameSpec(_fixed("[Cooperate]", "[Defect]"), opening_plies=(2, 4, 6)),
+    "IteratedRockPaperScissors-v0": GameSpec(_fixed("[rock]", "[paper]", "[scissors]"), opening_plies=(2, 4)),
+    "IteratedTwoThirdsAverage-v0": GameSpec(_fixed(*(f"[{g}]" for g in range(0, 101, 10))), opening_plies=(2, 4)),
+    "KuhnPoker-v0": GameSpec(_fixed("[check]", "[bet]", "[call]", "[fold]"), random_during_play=True),
+    "LiarsDice-v0": GameSpec(_liars_dice, random_during_play=True),
+    "MemoryGame-v0": GameSpec(),
+    "Nim-v0": GameSpec(_nim, opening_plies=(1, 2, 3)),
+    "Othello-v0": GameSpec(_othello, opening_plies=(2, 4)),
+    "PigDice-v0": GameSpec(_fixed("[roll]", "[hold]"), opening_plies=(1, 2, 3), random_during_play=True),
+    "Poker-v0": GameSpec(random_during_play=True),
+    "QuantumTicTacToe-v0": GameSpec(_quantum_tictactoe, opening_plies=(2, 4)),
+    "SantoriniBaseFixed-v0": GameSpec(_listed, opening_plies=(2, 4)),
+    "SimpleBlindAuction-v0": GameSpec(),
+    "SimpleNegotiation-v0": GameSpec(),
+    "SimpleTak-v0": GameSpec(_simple_tak, opening_plies=(2, 4)),
+    "Snake-v0": GameSpec(_fixed("[up]", "[down]", "[left]", "[right]"), random_during_play=True),
+    "SpiteAndMalice-v0": GameSpec(),
+    "Stratego-v0": GameSpec(),
+    "Surround-v0": GameSpec(_fixed("[up]", "[down]", "[left]", "[right]")),
+    "TicTacToe-v0": GameSpec(_indices(9), opening_plies=(2, 4)),
+    "TruthAndDeception-v0": GameSpec(),
+    "TwoDollar-v0": GameSpec(),
+    "UltimateTicTacToe-v0": GameSpec(_ultimate_tictactoe, opening_plies=(2, 4)),
+    "WildTicTacToe-v0": GameSpec(_fixed(*(f"[{mark} {cell}]" for mark in "XO" for cell in range(9))),
+                                 opening_plies=(2, 4)),
+}
+
+#: Reasons a game is left out, as measured on TextArena 0.7.4 under Python 3.11 with no network.
+NEEDS_NLTK = "downloads the NLTK 'words' corpus when its module is imported (no network, and no download at run time)"
+NEEDS_API_KEY = "its game master or jury is an LLM behind OpenRouter (needs OPENROUTER_API_KEY and the network)"
+SYNTAX_ERROR = "its module does not import on Python 3.11 (an f-string that needs Python 3.12)"
+MISSING_FILES = "data files it reads are missing from the 0.7.4 wheel"
+NOT_TWO_PLAYERS = "needs more than two players"
+FIXED_START = ("starts from the same position for every seed and has no move generator here (for random openings), "
+               "so it has one instance, which train and test cannot split")
+NO_RAW_VARIANT = "registered without a '-raw' variant (it needs the BabyAI package's own wrappers)"
+
+UNAVAILABLE: dict[str, str] = {
+    "Checkers-v0": SYNTAX_ERROR,
+    "Chess-v0": SYNTAX_ERROR,
+    "IteratedStagHunt-v0": SYNTAX_ERROR,
+    "ReverseTicTacToe-v0": SYNTAX_ERROR,
+    "UltimateTexasHoldem-v0": SYNTAX_ERROR,
+    "Klondike-v0": SYNTAX_ERROR,
+    "Debate-v0": NEEDS_API_KEY,
+    "ScenarioPlanning-v0": NEEDS_API_KEY,
+    "GuessWho-v0": NEEDS_API_KEY,
+    "TwentyQuestions-v0": NEEDS_API_KEY,
+    "DontSayIt-v0": NEEDS_NLTK,
+    "LetterAuction-v0": NEEDS_NLTK,
+    "SpellingBee-v0": NEEDS_NLTK,
+    "WordChains-v0": NEEDS_NLTK,
+    "Codenames-v0": NEEDS_NLTK,
+    "Hangman-v0": NEEDS_NLTK,
+    "WordLadder-v0": NEEDS_NLTK,
+    "Wordle-v0": NEEDS_NLTK,
+    "WordSearch-v0": NEEDS_NLTK,
+    "UsedCarNegotiation-v0": MISSING_FILES,
+    "ScorableGames-v0": MISSING_FILES,
+    "Taboo-v0": NOT_TWO_PLAYERS,
+    "ThreePlayerTicTacToe-v0": NOT_TWO_PLAYERS,
+    "ThreePlayerGOPS-v0": NOT_TWO_PLAYERS,
+    "ThreePlayerIPD-v0": NOT_TWO_PLAYERS,
+    "CharacterConclave-v0": NOT_TWO_PLAYERS,
+    "SettlersOfCatan-v0": NOT_TWO_PLAYERS,
+    "SecretMafia-v0": NOT_TWO_PLAYERS,
+    "BabyAiText-v0": NO_RAW_VARIANT,
+    **dict.fromkeys(["Alquerque-v0", "Breakthrough-v0", "Crusade-v0", "IteratedUltimatumGame-v0", "LinesOfAction-v0",
+                     "MarketEntryGame-v0", "NewRecruit-v0", "PublicGoodsGame-v0", "Tak-v0"], FIXED_START),
+}
+
+#: One-player puzzles (not games between two players; reasoning-gym-style tasks are bridged elsewhere).
+SINGLE_PLAYER: frozenset[str] = frozenset({
+    "2048-v0", "Bandit-v0", "Blackjack-v0", "Countdown-v0", "Crosswords-v0", "Cryptarithm-v0", "FifteenPuzzle-v0",
+    "FrozenLake-v0", "GuessTheNumber-v0", "LightsOut-v0", "LogicPuzzle-v0", "Mastermind-v0", "Minesweeper-v0",
+    "PegJump-v0", "RushHour-v0", "Secretary-v0", "Set-v0", "Slitherlink-v0", "Sokoban-v0", "Sudoku-v0",
+    "ThreeCardMonte-v0", "TowerOfHanoi-v0",
+})

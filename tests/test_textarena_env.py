@@ -1,0 +1,350 @@
+"""textarena_v0: TextArena's two-player games through the registry-wide conformance tests, game by game,
+plus what the bridge adds (the game table, seeding, deep copies, legal moves, no network, self-play groups).
+
+The registry-wide tests (tests/test_registry_envs.py) run the default game; here every game in
+``CONFORMANCE_GAMES`` gets the same checks. The quick games run by default, the long tail is marked slow.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import socket
+import string
+from pathlib import Path
+
+import pytest
+
+textarena = pytest.importorskip("textarena")
+
+from pettingzoo.test import api_test, parallel_api_test, seed_test  # noqa: E402
+
+import pettingllm_envs  # noqa: E402
+from pettingllm_envs.bridges import textarena_games  # noqa: E402
+from pettingllm_envs.bridges.textarena_env import available_games, random_legal_policy, scripted_policy  # noqa: E402
+from pettingllm_envs.core import TextObservation  # noqa: E402
+from pettingllm_envs.episodes import play_episode  # noqa: E402
+
+ENV_ID = "textarena_v0"
+GAMES = available_games()
+#: Quick games (a few tenths of a second for every check): the default run.
+QUICK_GAMES = [
+    "Briscola-v0", "Chopsticks-v0", "ColonelBlotto-v0", "ConnectFour-v0", "GameOfPureStrategy-v0", "Golf-v0",
+    "HighSociety-v0", "IndianPoker-v0", "IteratedMatchingPennies-v0", "IteratedRockPaperScissors-v0",
+    "IteratedTwoThirdsAverage-v0", "KuhnPoker-v0", "LiarsDice-v0", "Nim-v0", "Othello-v0", "PigDice-v0",
+    "QuantumTicTacToe-v0", "SimpleNegotiation-v0", "SimpleTak-v0", "Snake-v0", "Surround-v0", "TicTacToe-v0",
+    "WildTicTacToe-v0",
+]
+CONFORMANCE_GAMES = [pytest.param(g, id=g) if g in QUICK_GAMES else pytest.param(g, id=g, marks=pytest.mark.slow)
+                     for g in GAMES]
+SCRIPTED_GAMES = [g for g in GAMES if textarena_games.GAMES[g].moves is not None]
+
+
+def make(game: str, **config):
+    return pettingllm_envs.make(ENV_ID, game=game, **config)
+
+
+# ------------------------------------------------------------------ conformance, per game
+@pytest.mark.parametrize("game", CONFORMANCE_GAMES)
+def test_pettingzoo_api_seed_and_parallel_tests(game):
+    api_test(make(game), num_cycles=200)
+    seed_test(lambda: make(game), num_cycles=50)
+    parallel_api_test(pettingllm_envs.make_parallel(ENV_ID, game=game), num_cycles=100)
+
+
+JUNK = ["", " ", "\x00\x01", "\ud800 surrogate", "[" * 500, "]]][[[", "[0]" * 2000, "a" * (1024 * 1024),
+        b"\xff\xfe bytes", None, 12345, ["list"], "[col -1]", "[99 99]", "[Bid: 999999999999999999999, 7]"]
+
+
+@pytest.mark.parametrize("game", CONFORMANCE_GAMES)
+def test_junk_actions_never_raise_and_are_explained(game):
+    env = make(game)
+    rng = random.Random(0)
+    for round_ in range(2):
+        env.reset(seed=round_)
+        actions = [*JUNK, *("".join(rng.choice(string.printable) for _ in range(rng.randint(0, 200)))
+                            for _ in range(8))]
+        for action in actions:
+            agent = env.agent_selection
+            if env.terminations[agent] or env.truncations[agent]:
+                env.reset(seed=round_ + 100)
+                agent = env.agent_selection
+            env.step(action)
+            last = env.infos[agent]["last_action"] if agent in env.infos else None
+            if last is not None and action is not None:
+                assert isinstance(last["reward"], float)
+                assert last["reward_local"] <= 0.0
+                if not last["valid"]:
+                    assert last["invalid_reason"]
+            obs = env.observe(env.agent_selection)
+            assert isinstance(obs, TextObservation) and env.observation_space(env.agent_selection).contains(obs)
+
+
+def _trace(env, policy, steps: int):
+    trace = []
+    for _ in range(steps):
+        if not env.agents:
+            break
+        agent = env.agent_selection
+        obs, reward, terminated, truncated, info = env.last()
+        trace.append((agent, str(obs), reward, terminated, truncated, info["success"]))
+        env.step(None if terminated or truncated else policy(obs, agent, info))
+    return trace
+
+
+@pytest.mark.parametrize("game", CONFORMANCE_GAMES)
+def test_deepcopy_mid_episode_continues_identically(game):
+    """Copies share nothing mutable: TextArena's game and its random state travel with the copy."""
+    rng = random.Random(7)
+
+    def mixed(obs, agent, info):
+        return "junk" if rng.random() < 0.2 else scripted_policy(obs, agent, info)
+
+    env = make(game)
+    env.reset(seed=5)
+    env.step(scripted_policy(env.observe(env.agent_selection), env.agent_selection, env.infos[env.agent_selection]))
+    clone = copy.deepcopy(env)
+    state = rng.getstate()
+    original = _trace(env, mixed, 30)
+    rng.setstate(state)
+    assert _trace(clone, mixed, 30) == original
+
+
+@pytest.mark.parametrize("game", [g for g in CONFORMANCE_GAMES if g.values[0] in SCRIPTED_GAMES])
+def test_scripted_play_makes_only_legal_moves_and_ends_the_game(game):
+    """Games with a move generator: the scripted policy's moves are all accepted, and the game ends by its rules."""
+    env = make(game, split="test")
+    for seed in range(2):
+        episode = play_episode(env, scripted_policy, seed=seed)
+        raw = env.unwrapped
+        assert all(record.result.valid for record in raw.history), [r.result.invalid_reason for r in raw.history]
+        assert raw.game.state.done or any(env.unwrapped.truncations.values()) or episode.turns >= 1
+        assert set(episode.final_infos) == {"player_0", "player_1"}
+
+
+@pytest.mark.parametrize("game", [g for g in CONFORMANCE_GAMES if g.values[0] in SCRIPTED_GAMES])
+def test_same_seed_same_episode_and_seeds_differ(game):
+    first = play_episode(make(game), scripted_policy, seed=11)
+    second = play_episode(make(game), scripted_policy, seed=11)
+    assert (first.observations, first.actions, first.rewards) == (second.observations, second.actions,
+                                                                   second.rewards)
+    others = {play_episode(make(game), scripted_policy, seed=s).observations[0] for s in (12, 13, 14)}
+    assert len(others | {first.observations[0]}) > 1
+
+
+# ------------------------------------------------------------------ the game table
+def _source(game: str) -> str:
+    """The source of a game's module, read from its file: importing it (or its package) could download."""
+    entry = textarena.envs.registration.ENV_REGISTRY[game].entry_point
+    module = entry.split(":")[0] if isinstance(entry, str) else entry.__module__
+    assert module.startswith("textarena.")
+    return (Path(textarena.__file__).parent / (module.removeprefix("textarena.").replace(".", "/") + ".py")).read_text()
+
+
+def test_every_textarena_game_is_played_or_listed_with_its_reason():
+    registered = {g for g in textarena.envs.registration.ENV_REGISTRY if g.endswith("-v0")}
+    played, unavailable = set(textarena_games.GAMES), set(textarena_games.UNAVAILABLE)
+    single = set(textarena_games.SINGLE_PLAYER)
+    assert not (played & unavailable) and not (played & single) and not (unavailable & single)
+    assert played | unavailable | single == registered
+
+
+@pytest.mark.parametrize("game", sorted(textarena_games.UNAVAILABLE))
+def test_each_unavailable_reason_holds(game):
+    """Checked without importing the modules that download NLTK data or call OpenRouter."""
+    reason = textarena_games.UNAVAILABLE[game]
+    registry = textarena.envs.registration.ENV_REGISTRY
+    if reason == textarena_games.NO_RAW_VARIANT:
+        assert game + "-raw" not in registry
+        return
+    source = _source(game)
+    if reason == textarena_games.SYNTAX_ERROR:
+        with pytest.raises(SyntaxError):
+            compile(source, game, "exec")
+    elif reason == textarena_games.NEEDS_NLTK:
+        assert "nltk.download(" in source or "word_lists" in source
+    elif reason == textarena_games.NEEDS_API_KEY:
+        assert "OpenRouter" in source
+    else:
+        expected = {textarena_games.MISSING_FILES: FileNotFoundError, textarena_games.NOT_TWO_PLAYERS: AssertionError,
+                    textarena_games.FIXED_START: None}[reason]
+        if expected is None:  # a fixed start: every seed gives the same content, so no split can be drawn
+            keys = set()
+            for seed in range(5):
+                game_env = textarena.make(game + "-raw")
+                game_env.reset(num_players=2, seed=seed)
+                keys.add(repr(game_env.state.game_state) + repr(game_env.state.observations))
+            assert len(keys) == 1 and textarena_games.GAMES.get(game) is None
+            return
+        with pytest.raises(expected):
+            textarena.make(game + "-raw").reset(num_players=2, seed=0)
+
+
+def test_unknown_and_unavailable_games_are_refused_with_the_reason():
+    with pytest.raises(ValueError, match="did you mean ConnectFour-v0"):
+        make("ConectFour-v0")
+    with pytest.raises(ValueError, match="NLTK"):
+        make("Wordle-v0")
+
+
+def test_no_game_opens_a_network_connection(monkeypatch):
+    """Every playable game runs offline: a connection attempt fails the test."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a TextArena game tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    for game in GAMES:
+        env = make(game, max_turns=3)
+        play_episode(env, scripted_policy, seed=0)
+
+
+# ------------------------------------------------------------------ randomness, copies, views
+def test_the_callers_random_state_is_left_alone_and_envs_do_not_disturb_each_other():
+    random.seed(123)
+    expected = random.random()
+    random.seed(123)
+    alone = play_episode(make("LiarsDice-v0"), scripted_policy, seed=3)
+    assert random.random() == expected
+    env_a, env_b = make("LiarsDice-v0"), make("LiarsDice-v0")
+    env_a.reset(seed=3)
+    env_b.reset(seed=4)
+    interleaved = []
+    for _ in range(200):  # step both in turns: each keeps its own dice
+        for env, trace in ((env_a, interleaved), (env_b, None)):
+            if not env.agents:
+                continue
+            obs, _, terminated, truncated, info = env.last()
+            if trace is not None and not (terminated or truncated):
+                trace.append((env.agent_selection, str(obs)))
+            env.step(None if terminated or truncated else scripted_policy(obs, env.agent_selection, info))
+    assert interleaved == alone.observations
+
+
+def test_deepcopy_shares_the_immutable_parts():
+    env = make("ConnectFour-v0")
+    env.reset(seed=0)
+    env.step("[col 3]")
+    clone = copy.deepcopy(env)
+    raw, twin = env.unwrapped, clone.unwrapped
+    assert twin.views is raw.views and twin.rng_state is raw.rng_state and twin.spec is raw.spec
+    assert twin.game is not raw.game and twin.game.state is not raw.game.state
+    clone.step("[col 4]")
+    assert twin.views is not raw.views and raw.game.state.game_state != twin.game.state.game_state
+
+
+def test_textarena_queues_and_log_are_drained_so_copies_stay_small():
+    env = make("ConnectFour-v0")
+    env.reset(seed=0)
+    for _ in range(6):
+        agent = env.agent_selection
+        env.step(scripted_policy(env.observe(agent), agent, env.infos[agent]))
+    state = env.unwrapped.game.state
+    assert state.logs == [] and state.observations == {0: [], 1: []}
+
+
+def test_legal_actions_are_what_textarena_accepts():
+    env = make("ConnectFour-v0")
+    env.reset(seed=0)
+    agent = env.agent_selection
+    game_info = env.infos[agent]["game"]
+    other = "player_1" if agent == "player_0" else "player_0"
+    assert env.infos[other]["game"]["legal_actions"] is None  # only the player to move gets the list
+    legal = game_info["legal_actions"]
+    assert legal and set(legal) <= {f"[col {c}]" for c in range(7)}
+    for action in legal:
+        trial = copy.deepcopy(env)
+        trial.step(action)
+        assert trial.infos[agent]["last_action"]["valid"]
+    quiet = make("ConnectFour-v0", legal_actions_in_info=False)
+    quiet.reset(seed=0)
+    assert quiet.infos[quiet.agent_selection]["game"]["legal_actions"] is None
+
+
+def test_a_winning_move_is_listed_and_pays_the_winner_and_charges_the_loser():
+    """Nim from an opening: the scripted policy takes the last objects when it can."""
+    env = make("Nim-v0")
+    env.reset(seed=0)
+    raw = env.unwrapped
+    while env.agents:
+        agent = env.agent_selection
+        obs, _, terminated, truncated, info = env.last()
+        if terminated or truncated:
+            env.step(None)
+            continue
+        winning = info["game"]["winning_actions"]
+        env.step(scripted_policy(obs, agent, info))
+        if winning:
+            other = "player_1" if agent == "player_0" else "player_0"
+            assert raw.rewards[agent] == pytest.approx(raw.config.alpha)
+            assert raw.rewards[other] == pytest.approx(-raw.config.alpha)
+            assert env.infos[agent]["success"] and not env.infos[other]["success"]
+            break
+
+
+def test_an_invalid_move_costs_the_penalty_and_the_retry_limit_loses_the_game():
+    env = make("ConnectFour-v0", illegal_move_penalty=0.3)
+    env.reset(seed=0)
+    agent = env.agent_selection
+    env.step("I will not move.")
+    last = env.infos[agent]["last_action"]
+    assert not last["valid"] and last["reward_local"] == pytest.approx(-0.3)
+    assert "invalid" in last["invalid_reason"].lower()
+    assert env.agent_selection == agent  # TextArena's retry: the same player again
+    env.step("Still not.")
+    assert all(env.terminations.values())
+    assert env.infos[agent]["game"]["outcome"] == -1.0
+    other = "player_1" if agent == "player_0" else "player_0"
+    assert env.infos[other]["success"]
+
+
+def test_only_the_latest_board_is_shown():
+    env = make("ConnectFour-v0")
+    env.reset(seed=0)
+    for _ in range(4):
+        agent = env.agent_selection
+        env.step(scripted_policy(env.observe(agent), agent, env.infos[agent]))
+    view = str(env.observe(env.agent_selection))
+    assert view.count("Board state:") == 1
+
+
+# ------------------------------------------------------------------ self-play groups
+def test_shared_policy_self_play_keeps_each_seat_in_its_own_groups():
+    """One shared policy plays both seats; AT-GRPO's group key (problem, agent, turn) never mixes them."""
+    pytest.importorskip("torch")
+    from trainers.advantages import group_key
+    from trainers.config import TrainConfig
+
+    config = TrainConfig(env=ENV_ID, model="unused")
+    assert config.regime == "shared" and config.group_by == "problem_agent_turn"
+    env = make("TicTacToe-v0")
+    episode = play_episode(env, random_legal_policy(0), seed=0)
+    keys_by_agent: dict[str, set[str]] = {}
+    for record in env.unwrapped.history:
+        keys_by_agent.setdefault(record.agent, set()).add(group_key(0, record.agent, record.turn, config.group_by))
+    assert set(keys_by_agent) == {"player_0", "player_1"} and episode.turns >= 2
+    assert not keys_by_agent["player_0"] & keys_by_agent["player_1"]
+
+
+@pytest.mark.slow
+def test_pettingllm_train_smoke_on_textarena(tiny_model_dir, tmp_path):
+    """One AT-GRPO step of the shared policy on both seats of ConnectFour (the tiny model trains nothing)."""
+    import json
+
+    from pettingllm_envs import cli
+
+    run = tmp_path / "run"
+    code = cli.main(["train", "--env", ENV_ID, "--model", str(tiny_model_dir), "--steps", "1", "--run-dir", str(run),
+                     "--max-new-tokens", "4", "--n-samples", "2", "--problems-per-step", "1", "--env-kwargs",
+                     '{"game": "ConnectFour-v0", "max_turns": 2}', "--eval-every", "0", "--progress", "false",
+                     "--tensorboard", "false", "--dump-samples", str(run / "samples.jsonl")])
+    assert code == 0
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert "reward/agent/player_0" in metrics[0] and "reward/agent/player_1" in metrics[0]
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    groups = {s["agent"]: {s["group"] for s in samples if s["agent"] == s["agent"]} for s in samples}
+    assert set(groups) == {"player_0", "player_1"}
+    assert all(s["policy"] == "shared" for s in samples)
+    assert not {s["group"] for s in samples if s["agent"] == "player_0"} & {
+        s["group"] for s in samples if s["agent"] == "player_1"}
