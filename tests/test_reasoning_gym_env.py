@@ -246,6 +246,7 @@ def test_infos_and_observations_carry_the_task_and_the_other_role_s_answer():
 
 
 # ------------------------------------------------------------- command line, suite, trainer
+@pytest.mark.slow  # imports every registered env module
 def test_pettingllm_list_counts_the_datasets(capsys):
     from pettingllm_envs.cli import main
 

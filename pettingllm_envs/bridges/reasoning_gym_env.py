@@ -17,8 +17,9 @@
 |                     | credit from the dataset's own `score_answer`, else 0                          |
 | Local reward        | potential-based: the change of L = 1 if the role's own latest answer gets     |
 |                     | full credit, else 0; penalties for format, refused answers, program errors   |
-| Reward bounds       | local per action in `[-max(format, tool_error), 1]`; each role's local        |
-|                     | return at most 1; global in `{-1, 0, 1}` per step, G in `{0, 1}`              |
+| Reward bounds       | local per action in `[-max(1, format, tool_error), 1]` (a role that drops a   |
+|                     | right answer loses its 1); each role's local return at most 1; global in      |
+|                     | `{-1, 0, 1}` per step, G in `{0, 1}`                                          |
 | Termination         | both roles' latest answers agree (equal up to whitespace), or both are right  |
 | Truncation          | `max_turns` turns (default 4)                                                 |
 | Config              | `ReasoningGymConfig`: dataset, dataset_config, tool_timeout, ...             |

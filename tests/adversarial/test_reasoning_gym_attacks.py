@@ -231,3 +231,23 @@ def test_the_tool_cannot_import_reasoning_gym_to_regenerate_the_answer():
     env.step("```python\nimport reasoning_gym\nds = reasoning_gym.create_dataset('basic_arithmetic', seed=0, "
              "size=10000)\nprint(ds[0]['answer'])\n```")
     assert not env.infos["tool"]["last_action"]["valid"] and env.infos["tool"]["last_action"]["reward"] < 0
+
+
+def hostile_answers(env: Any) -> list[str]:
+    """Answers as long as the guards allow, shaped to slow a scorer down (regexes, parsers)."""
+    limit = 4 * len(env.instance.answer) + 200
+    return ["(" * (limit // 2) + ")" * (limit // 2), "9" * limit, "1/" * (limit // 2) + "1", "[" * limit,
+            "a" * (limit - 1) + "!", " ".join(["Q"] * (limit // 2)), "\n".join(["1 0"] * (limit // 4)),
+            "-" * limit, "{" * (limit // 2) + "}" * (limit // 2), "\x00" * limit]
+
+
+@pytest.mark.parametrize("dataset", [*DATASETS, *(pytest.param(name, marks=pytest.mark.slow) for name in (
+    "futoshiki", "mahjong_puzzle", "needle_haystack", "list_functions", "sokoban", "tower_of_hanoi", "n_queens",
+    "spiral_matrix", "number_sorting", "jugs", "cryptarithm", "kakurasu", "survo"))])
+def test_hostile_answers_of_the_longest_allowed_length_are_scored_as_wrong(dataset):
+    env = raw(dataset, 0)
+    for answer in hostile_answers(env):
+        env.reset(seed=0)
+        env.step(tagged(answer))  # the reasoner's answer goes through the guards to the scorer
+        last = env.infos["reasoner"]["last_action"]
+        assert last["reward"] <= 0.0 and not env.correct["reasoner"], (dataset, answer[:20])
