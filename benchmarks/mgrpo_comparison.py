@@ -32,7 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-MODES = ("mgrpo", "frozen_sub", "single")
+from trainers.mgrpo.config import MODES  # noqa: E402  (after the sys.path line: runnable as a script)
+
 ENV = {"max_delegations": 2, "max_main_steps": 3, "max_tool_calls": 1}
 CURVES = ("reward/main", "reward/sub")
 
@@ -59,12 +60,13 @@ def table(results: dict[str, list[dict[str, float]]], last: int) -> str:
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for mode, history in results.items():
         tail = history[-last:]
-        main_deg = "shared/degenerate_frac" if mode == "single" else "main/degenerate_frac"
-        sub_deg = statistics.fmean(m["sub/degenerate_frac"] for m in history) if mode != "single" else float("nan")
+        main_deg = "groups/degenerate_frac/shared" if mode == "single" else "groups/degenerate_frac/main"
+        sub_deg = (statistics.fmean(m["groups/degenerate_frac/sub"] for m in history) if mode != "single"
+                   else float("nan"))
         lines.append(
             f"| {mode} | {history[0]['reward/main']:.3f} | {statistics.fmean(m['reward/main'] for m in tail):.3f} "
             f"| {history[0]['reward/sub']:.3f} | {statistics.fmean(m['reward/sub'] for m in tail):.3f} "
-            f"| {statistics.fmean(m['success_rate'] for m in history):.3f} "
+            f"| {statistics.fmean(m['rollout/success_rate'] for m in history):.3f} "
             f"| {statistics.fmean(m[main_deg] for m in history):.2f} | {sub_deg:.2f} |")
     return "\n".join(lines)
 

@@ -63,6 +63,29 @@ class Voting(Capability):
     same: Callable[[Any, Any], bool] = operator.eq
 
 
+@dataclass(frozen=True)
+class Delegation(Capability):
+    """How a manager role hands sub-tasks to a worker role (M-GRPO's main agent and sub-agent,
+    Hong et al. 2025, "Multi-Agent Deep Research: Training Multi-Agent Systems with M-GRPO").
+
+    The env has exactly these two roles. The manager opens delegations (0, 1, ... in order);
+    the worker acts until it reports back and control returns to the manager. ``served(env)``,
+    read right after the worker acted, is the index of the delegation that action belongs to;
+    ``rewards(env)``, read when the episode is over, is each delegation's reward in that order
+    (what the worker earned for it, its share of the outcome included). Neither steps ``env``.
+    """
+
+    attribute: ClassVar[str] = "delegation"
+    purpose: ClassVar[str] = "M-GRPO's hierarchical rollouts and trajectory alignment"
+
+    manager: str
+    """The role that delegates and answers (M-GRPO's main agent)."""
+    worker: str
+    """The role that serves the delegations (the sub-agent)."""
+    served: Callable[[AECEnv], int]
+    rewards: Callable[[AECEnv], list[float]]
+
+
 CapabilityT = TypeVar("CapabilityT", bound=Capability)
 
 
@@ -91,4 +114,4 @@ def declared_capabilities(env_id: str) -> list[str]:
     return [kind.attribute for kind in Capability.__subclasses__() if declares(env_id, kind)]
 
 
-__all__ = ["Capability", "MissingCapability", "Voting", "capability", "declared_capabilities", "declares"]
+__all__ = ["Capability", "Delegation", "MissingCapability", "Voting", "capability", "declared_capabilities", "declares"]

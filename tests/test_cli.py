@@ -42,10 +42,14 @@ def one_line_error(capsys, argv: list[str]) -> str:
 
 
 # ---------------------------------------------------------------- tables
-def test_list_shows_every_env_with_roles(capsys):
+def test_list_shows_every_env_with_roles_and_capabilities(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "plan_path_v0" in out and "tool, planner" in out
+    rows = {line.split()[0]: [cell.strip() for cell in line.split("  ") if cell.strip()]
+            for line in out.splitlines()[2:-1]}
+    assert rows["plan_path_v0"][1:3] == ["tool, planner", "-"]
+    assert rows["math_v0"][2] == "voting"
+    assert out.splitlines()[-1].startswith("capabilities (declared by the env") and "voting: self-consistency" in out
 
 
 def test_run_prints_a_summary_table_with_a_legend(capsys):
@@ -342,7 +346,8 @@ def test_tiny_model_loads_with_from_pretrained_and_prints_no_library_bars(tmp_pa
 def test_the_module_entry_points_are_the_cli_commands():
     proc = subprocess.run([sys.executable, "-m", "trainers.mgrpo.train", "--mode", "nope"], capture_output=True,
                           text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "invalid choice" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
+    assert "config field 'mode': got 'nope'" in proc.stderr and "mgrpo, frozen_sub, single" in proc.stderr
 
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 import pettingllm_envs
+from pettingllm_envs.capabilities import Delegation, capability
 from pettingllm_envs.research.research_env import scripted_policy
 from trainers.mgrpo.alignment import (
     align_batch,
@@ -18,7 +19,7 @@ from trainers.mgrpo.alignment import (
     sub_advantages,
     sub_batch,
 )
-from trainers.mgrpo.rollout import Outcome, hierarchical_rollout
+from trainers.mgrpo.rollout import Outcome, hierarchical_rollout, served_delegations
 
 
 @pytest.mark.parametrize("trim", ["random", "last"])
@@ -66,12 +67,13 @@ def test_align_rejects_bad_arguments():
 
 def test_main_advantages_are_per_question():
     rewards = {(0, 0): 1.2, (0, 1): 0.2, (1, 0): 0.0, (1, 1): 0.0, (2, 0): -0.5, (2, 1): 0.5, (2, 2): 0.5}
-    adv, stats = main_advantages(rewards, normalize="mean")
+    adv, degenerate, stats = main_advantages(rewards, normalize="mean")
+    assert degenerate == {(1, 0), (1, 1)}
     assert adv[0, 0] == pytest.approx(0.5) and adv[0, 1] == pytest.approx(-0.5)
     assert adv[1, 0] == adv[1, 1] == 0.0  # degenerate: counted, zero
     assert adv[2, 0] == pytest.approx(-0.5 - 1 / 6) and adv[2, 1] == pytest.approx(0.5 - 1 / 6)
     assert (stats.groups, stats.degenerate) == (3, 1)
-    adv, _ = main_advantages({(0, 0): 1.0, (0, 1): 0.0})
+    adv, _, _ = main_advantages({(0, 0): 1.0, (0, 1): 0.0})
     assert adv[0, 0] == pytest.approx(1.0, abs=1e-5) and adv[0, 1] == pytest.approx(-1.0, abs=1e-5)
 
 
@@ -79,8 +81,9 @@ def test_sub_advantages_group_aligned_slots_per_question_including_pads():
     counts = {(0, 0): 1, (0, 1): 2, (0, 2): 0, (1, 0): 3}
     slots = align_batch(counts, 2, trim="last", seed=0)
     rewards = {(0, 0, 0): 1.0, (0, 1, 0): 0.0, (0, 1, 1): 0.5, (1, 0, 0): 2.0, (1, 0, 1): 2.0, (1, 0, 2): -9.0}
-    adv, stats = sub_advantages(slots, rewards, normalize="mean")
+    adv, degenerate, stats = sub_advantages(slots, rewards, normalize="mean")
     by = {(s.question, s.rollout, s.position): a for s, a in zip(slots, adv, strict=True)}
+    assert [s.question == 1 for s in slots] == degenerate  # question 0's empty slots are in no group
     # question 0: slots (rollout 0: 1.0 and its pad 1.0), (rollout 1: 0.0, 0.5); mean 0.625
     assert by[0, 0, 0] == by[0, 0, 1] == pytest.approx(0.375)
     assert by[0, 1, 0] == pytest.approx(-0.625) and by[0, 1, 1] == pytest.approx(-0.125)
@@ -112,7 +115,8 @@ def test_hierarchical_rollout_and_batches_on_research_v0():
     delegation per hop; rollout 2 answers at once. Rewards, links and batches must agree."""
     sampler = scripted_sampler({(q, 2) for q in range(2)})
     result = hierarchical_rollout(lambda: pettingllm_envs.make("research_v0"), [0, 1], 3,
-                                  {"main": sampler, "sub": sampler})
+                                  {"main": sampler, "sub": sampler},
+                                  delegation=capability("research_v0", Delegation))
     for (_, r), o in result.outcomes.items():
         if r == 2:
             assert not o.correct and o.main_reward == pytest.approx(0.2) and o.delegation_rewards == []
@@ -124,8 +128,9 @@ def test_hierarchical_rollout_and_batches_on_research_v0():
                 range(len(o.delegation_rewards)))
     batch, stats = main_batch(result.turns, result.outcomes)
     assert stats.groups == 2 and stats.degenerate == 0
-    assert all(adv > 0 for t, adv in batch if t.text.startswith("DELEGATE")) and len(batch) == sum(
+    assert all(s.advantage > 0 for s in batch if s.completion.text.startswith("DELEGATE")) and len(batch) == sum(
         t.agent == "main" for t in result.turns)
+    assert not any(s.degenerate for s in batch)
     subs: dict = {}
     for t in result.turns:
         if t.agent == "sub":
@@ -133,11 +138,34 @@ def test_hierarchical_rollout_and_batches_on_research_v0():
     sbatch, sstats = sub_batch(subs, result.outcomes, 2, trim="last")
     assert sstats.slots == 2 * 3 * 2 and sstats.empty == 2 * 2  # rollout 2 of each question
     assert sstats.degenerate == 2  # every sub-trajectory earned the same: no signal, honestly zero
+    assert all(s.degenerate and s.advantage == 0 for s in sbatch)
     assert len(sbatch) == 2 * 2 * 2 * 2  # 2 questions x 2 rollouts x 2 slots x (LOOKUP, REPORT)
     single, _ = single_agent_batch(result.turns, result.outcomes)
     assert len(single) == len(result.turns)
     with pytest.raises(ValueError, match="sub completions"):
         sub_batch({k: v[:-1] for k, v in subs.items()}, result.outcomes, 2)
+
+
+def test_a_delegation_the_sub_never_served_is_no_sub_trajectory():
+    """research_v0 with max_main_steps=2: the oracle delegates hop 1, the sub serves it, then the
+    main's last step delegates hop 2 and the episode ends before the sub acts. That unserved
+    delegation (reward 0) must not become an alignment slot: it has no sample, and its 0 would
+    shift the sub group's mean."""
+    sampler = scripted_sampler(set())
+    result = hierarchical_rollout(lambda: pettingllm_envs.make("research_v0", max_main_steps=2, hops=2), [0], 2,
+                                  {"main": sampler, "sub": sampler}, delegation=capability("research_v0", Delegation))
+    assert [t.completion.text.split(":")[0] for t in result.turns if t.rollout == 0] == [
+        "DELEGATE", "LOOKUP", "REPORT", "DELEGATE"]
+    for outcome in result.outcomes.values():
+        assert outcome.delegation_rewards == [pytest.approx(0.55)] and outcome.sub_delegations == [0, 0]
+    subs: dict = {}
+    for t in result.turns:
+        if t.delegation is not None:
+            subs.setdefault((t.question, t.rollout), []).append(t.completion)
+    sbatch, sstats = sub_batch(subs, result.outcomes, 2, trim="last")
+    assert (sstats.slots, sstats.padded, sstats.empty) == (4, 2, 0)
+    assert len(sbatch) == 2 * 2 * 2  # 2 rollouts x 2 slots (one a pad) x (LOOKUP, REPORT)
+    assert served_delegations([1.0, 0.5, 0.0], [0, 0, 2]) == ([1.0, 0.0], [0, 0, 1])
 
 
 def test_outcome_json_round_trip():

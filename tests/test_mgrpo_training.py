@@ -35,20 +35,24 @@ def test_two_process_run_completes_through_the_store(tiny_model_dir, tmp_path, b
     # A delegation whose random argument is empty is invalid; the rest get one sub action each.
     delegated = round(metrics["delegations/mean"] * 3)
     assert delegated >= 1  # the sub side served requests (deterministic under the seed: 3)
-    assert metrics["sub/slots"] == 3 * 2 and metrics["sub/padded"] == delegated
-    assert metrics["sub/empty"] == 2 * (3 - delegated)
-    assert metrics["sub/samples"] == 2 * delegated  # one sub action per delegation, duplicated once by padding
-    assert metrics["main/samples"] == 3 * 2
+    assert metrics["alignment/slots"] == 3 * 2 and metrics["alignment/padded"] == delegated
+    assert metrics["alignment/empty"] == 2 * (3 - delegated)
+    assert metrics["samples/sub"] == 2 * delegated  # one sub action per delegation, duplicated once by padding
+    assert metrics["samples/main"] == 3 * 2
+    # the sub side's update statistics travel through the store into the same vocabulary as run_local's
+    assert metrics["samples/trained"] == metrics["samples/trained/main"] + metrics["samples/trained/sub"]
+    assert "grad_norm/sub" in metrics and metrics["tokens"] > 3 * 2
     assert json.loads((tmp_path / "run" / "metrics.jsonl").read_text()) == metrics
 
 
 def test_frozen_sub_keeps_the_sub_weights_and_single_trains_one_policy(tiny_model_dir, tmp_path):
     cfg = small_config(tiny_model_dir, tmp_path, mode="frozen_sub")
     (metrics,) = run_local(cfg)
-    assert metrics["sub/samples_trained"] == 0 and "sub/slots" in metrics
+    assert "samples/trained/sub" not in metrics and "grad_norm/sub" not in metrics and "alignment/slots" in metrics
+    assert metrics["samples/trained"] == metrics["samples/trained/main"]
     (single,) = run_local(small_config(tiny_model_dir, tmp_path, mode="single"))
-    assert "shared/samples" in single and "sub/samples" not in single
-    assert 3 * 2 <= single["shared/samples"] <= 3 * 3  # main, (sub when the delegation was valid), main
+    assert "samples/shared" in single and "samples/sub" not in single
+    assert 3 * 2 <= single["samples/shared"] <= 3 * 3  # main, (sub when the delegation was valid), main
 
 
 def test_prefill_is_part_of_prompt_and_action(tiny_model_dir, tmp_path):

@@ -71,13 +71,10 @@ def test_the_gradient_clip_is_configurable_and_honoured(tiny_model_dir):
     """The norm the optimiser steps with is min(norm, max_grad_norm); the reported norm is the one before."""
     for max_norm in (1e-3, math.inf):
         policies = make_policies(tiny_model_dir)
-        params = policies.parameters("shared")
-        seen: list[float] = []
-        policies.optimizers["shared"].register_step_pre_hook(
-            lambda *_: seen.append(float(torch.linalg.vector_norm(torch.stack(
-                [torch.linalg.vector_norm(p.grad) for p in params if p.grad is not None])))))
+        steps = stepped_gradients(policies)
         stats = ppo_update(policies, "shared", make_samples(policies), settings(max_grad_norm=max_norm))
-        (stepped,) = seen
+        (gradients,) = steps
+        stepped = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in gradients])))
         assert stats.grad_norm > 1e-2
         assert stepped == pytest.approx(min(stats.grad_norm, max_norm), rel=1e-4)
 
@@ -175,3 +172,38 @@ def test_update_metrics_sum_policies_and_name_each():
                        "loss/sub": 0.5, "samples/trained/sub": 1, "grad_norm/sub": 1.0}
     weighted = update_metrics({"shared": UpdateStats(tokens=4, is_weight_sum=3.0, is_truncated_tokens=1, is_tokens=4)})
     assert weighted["tis/weight_mean"] == 0.75 and weighted["tis/clip_frac"] == 0.25
+
+
+def test_trainer_and_mgrpo_make_the_same_update_from_the_same_samples(toy, tiny_model_dir, tmp_path):
+    """AT-GRPO's Trainer.update and M-GRPO's RolePolicy.update run one update: from the same
+    weights, samples and settings (two epochs, a binding gradient clip, micro-batches) the
+    parameters they end with are identical, bit for bit."""
+    from trainers.mgrpo.alignment import PolicySample
+    from trainers.mgrpo.train import Action, MGRPOConfig, RolePolicy
+    from trainers.rollout import Sample
+    from trainers.train import Trainer
+
+    shared = {"model": str(tiny_model_dir), "lr": 5e-2, "eps_low": 0.1, "eps_high": 0.15, "max_grad_norm": 0.05,
+              "ppo_epochs": 2, "micro_batch_size": 3, "max_new_tokens": 6, "aggregation": "sequence_mean",
+              "device": "cpu"}
+    trainer = Trainer(TrainConfig(env=toy, run_dir=str(tmp_path / "at_grpo"), progress=False, tensorboard=False,
+                                  eval_every=0, **shared))
+    mgrpo = RolePolicy(MGRPOConfig(**shared), ["first"], "main", str(tiny_model_dir))
+    samples = make_samples(trainer.policies)
+    samples[1] = dataclasses.replace(samples[1], advantage=0.0, degenerate=True)  # dropped by both
+    trainer_samples = [Sample(problem=0, branch=i, agent="first", turn=0, messages=[], completion=s.completion,
+                              reward=s.advantage, reward_global=None, reward_local=None, advantage=s.advantage,
+                              degenerate=s.degenerate) for i, s in enumerate(samples)]
+    mgrpo_samples = [PolicySample(Action(s.completion, s.completion.text), s.advantage, s.degenerate)
+                     for s in samples]
+    before = trainer.policies.snapshot("shared")
+    assert all(torch.equal(before[k], v) for k, v in mgrpo.policies.snapshot("main").items())
+
+    at_grpo_stats = trainer.update("shared", trainer_samples)
+    mgrpo_stats = mgrpo.update(mgrpo_samples)
+    assert at_grpo_stats == mgrpo_stats and at_grpo_stats.samples == len(samples) - 1
+    assert at_grpo_stats.grad_norm > 0.05  # the clip bound
+    after_at_grpo, after_mgrpo = trainer.policies.snapshot("shared"), mgrpo.policies.snapshot("main")
+    assert any(not torch.equal(before[k], after_at_grpo[k]) for k in before)
+    for key, value in after_at_grpo.items():
+        assert torch.equal(value, after_mgrpo[key]), key

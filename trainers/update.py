@@ -107,14 +107,15 @@ class UpdateSettings:
 
     @classmethod
     def from_config(cls, config: Any) -> UpdateSettings:
-        """The settings of a trainer config: any object with fields of these names (AT-GRPO's
-        :class:`~trainers.config.TrainConfig`, M-GRPO's config); ``truncated_is`` is its
-        ``uses_truncated_is()``."""
+        """The settings of a trainer config (a :class:`~trainers.config.PolicyConfig`: AT-GRPO's
+        ``TrainConfig``, M-GRPO's ``MGRPOConfig``): its fields of these names; ``truncated_is``
+        is its ``uses_truncated_is()``, and only then is its ``tis_cap`` read."""
+        truncated_is = config.uses_truncated_is()
         return cls(eps_low=config.eps_low, eps_high=config.eps_high, aggregation=config.aggregation,
                    max_new_tokens=config.max_new_tokens, ppo_epochs=config.ppo_epochs,
                    micro_batch_size=config.micro_batch_size, max_grad_norm=config.max_grad_norm,
-                   kl_coef=config.kl_coef, drop_degenerate=config.drop_degenerate,
-                   truncated_is=config.uses_truncated_is(), tis_cap=config.tis_cap)
+                   kl_coef=config.kl_coef, drop_degenerate=config.drop_degenerate, truncated_is=truncated_is,
+                   **({"tis_cap": config.tis_cap} if truncated_is else {}))
 
 
 @dataclass

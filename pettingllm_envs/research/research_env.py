@@ -81,6 +81,7 @@ from typing import Any, ClassVar
 
 from pettingzoo import AECEnv
 
+from pettingllm_envs.capabilities import Delegation as DelegationCapability
 from pettingllm_envs.capabilities import Voting
 from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
 from pettingllm_envs.research.knowledge_base import (
@@ -526,6 +527,19 @@ def command_keys(env: AECEnv, agent: str, texts: Sequence[str]) -> list[tuple[st
 
 
 voting = Voting(keys=command_keys)
+
+
+def delegation_served(env: AECEnv) -> int:
+    """The delegation the sub's last action belongs to (its ``parsed["delegation"]``)."""
+    return int(env.infos["sub"]["last_action"]["parsed"]["delegation"])
+
+
+def delegation_rewards(env: AECEnv) -> list[float]:
+    """Each delegation's reward (the sub's own rewards in it plus its share of the outcome)."""
+    return [float(d["reward"]) for d in env.infos["main"]["research"]["delegations"]]
+
+
+delegation = DelegationCapability(manager="main", worker="sub", served=delegation_served, rewards=delegation_rewards)
 
 
 # ---------------------------------------------------------------- oracle

@@ -19,12 +19,15 @@ Advantages (GRPO, Shao et al. 2024, applied at both levels):
   aligned slot of that question across its rollouts; padded duplicates count, as they
   are in the batch.
 
-No torch, no I/O: the invariants are tested directly.
+Every training batch is a list of :class:`PolicySample` (completion, advantage, and whether
+its group was degenerate), what :func:`trainers.update.ppo_update` reads. No torch, no I/O:
+the invariants are tested directly.
 """
 
 from __future__ import annotations
 
 import random
+import typing
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,7 +36,7 @@ from trainers.advantages import AdvantageStats, group_advantages
 from trainers.mgrpo.rollout import Key, Outcome, Turn
 
 Trim = Literal["random", "last"]
-TRIMS = ("random", "last")
+TRIMS: tuple[Trim, ...] = typing.get_args(Trim)
 
 
 @dataclass(frozen=True)
@@ -93,33 +96,48 @@ def align_batch(
 
 def main_advantages(
     rewards: dict[tuple[Hashable, int], float], *, normalize: str = "mean_std", eps: float = 1e-6
-) -> tuple[dict[tuple[Hashable, int], float], AdvantageStats]:
+) -> tuple[dict[tuple[Hashable, int], float], set[tuple[Hashable, int]], AdvantageStats]:
     """``(question, rollout) -> advantage`` of the main agent's final-action reward, grouped
-    per question across its rollouts; degenerate groups get 0 and are counted."""
+    per question across its rollouts, and the keys whose group is degenerate (they get 0 and
+    are counted)."""
     keys = list(rewards)
-    advantages, _, stats = group_advantages([rewards[k] for k in keys], [k[0] for k in keys],
-                                            normalize=normalize, eps=eps)
-    return dict(zip(keys, advantages, strict=True)), stats
+    advantages, degenerate, stats = group_advantages([rewards[k] for k in keys], [k[0] for k in keys],
+                                                     normalize=normalize, eps=eps)
+    return (dict(zip(keys, advantages, strict=True)),
+            {k for k, flag in zip(keys, degenerate, strict=True) if flag}, stats)
 
 
 def sub_advantages(
     slots: Sequence[Slot], rewards: dict[tuple[Hashable, int, int], float], *, normalize: str = "mean_std",
     eps: float = 1e-6,
-) -> tuple[list[float], AdvantageStats]:
+) -> tuple[list[float], list[bool], AdvantageStats]:
     """One advantage per slot (0 for empty slots): the reward of the slot's source
     sub-trajectory, ``rewards[(question, rollout, source)]``, relative to the non-empty
-    slots of the same question."""
+    slots of the same question; and per slot whether its group is degenerate (False for
+    empty slots, which are in no group)."""
     filled = [i for i, s in enumerate(slots) if not s.empty]
     values = [rewards[slots[i].question, slots[i].rollout, slots[i].source] for i in filled]
-    advantages, _, stats = group_advantages(values, [slots[i].question for i in filled], normalize=normalize,
-                                            eps=eps)
+    advantages, degenerate, stats = group_advantages(values, [slots[i].question for i in filled],
+                                                     normalize=normalize, eps=eps)
     out = [0.0] * len(slots)
-    for i, adv in zip(filled, advantages, strict=True):
-        out[i] = adv
-    return out, stats
+    flags = [False] * len(slots)
+    for i, adv, flag in zip(filled, advantages, degenerate, strict=True):
+        out[i], flags[i] = adv, flag
+    return out, flags, stats
 
 
 # ------------------------------------------------------------- training batches
+@dataclass(frozen=True)
+class PolicySample:
+    """One sample of a level's training batch (a :class:`trainers.update.UpdateSample`)."""
+
+    completion: Any
+    """The action as the sampler returned it."""
+    advantage: float
+    degenerate: bool
+    """Its group's rewards were all equal: the advantage is 0 and carries no policy gradient."""
+
+
 @dataclass(frozen=True)
 class BatchStats:
     """What building one level's batch did, for logging."""
@@ -134,33 +152,38 @@ class BatchStats:
     """Sub-trajectories that trimming left out."""
 
 
+def _rollout_level_batch(
+    turns: Sequence[Turn], outcomes: Mapping[Key, Outcome], normalize: str, eps: float
+) -> tuple[list[PolicySample], BatchStats]:
+    """Every turn of ``turns`` with its rollout's main advantage."""
+    advantages, degenerate, stats = main_advantages({k: o.main_reward for k, o in outcomes.items()},
+                                                    normalize=normalize, eps=eps)
+    batch = [PolicySample(t.completion, advantages[t.question, t.rollout], (t.question, t.rollout) in degenerate)
+             for t in turns]
+    return batch, BatchStats(stats.groups, stats.degenerate, len(batch))
+
+
 def main_batch(
     turns: Sequence[Turn], outcomes: Mapping[Key, Outcome], *, normalize: str = "mean_std", eps: float = 1e-6
-) -> tuple[list[tuple[Any, float]], BatchStats]:
-    """(completion, advantage) of every main action: its rollout's main advantage
+) -> tuple[list[PolicySample], BatchStats]:
+    """Every main action (``delegation`` None) with its rollout's main advantage
     (:func:`main_advantages` of the outcomes' final-action rewards)."""
-    advantages, stats = main_advantages({k: o.main_reward for k, o in outcomes.items()}, normalize=normalize,
-                                        eps=eps)
-    batch = [(t.completion, advantages[t.question, t.rollout]) for t in turns if t.agent == "main"]
-    return batch, BatchStats(stats.groups, stats.degenerate, len(batch))
+    return _rollout_level_batch([t for t in turns if t.delegation is None], outcomes, normalize, eps)
 
 
 def single_agent_batch(
     turns: Sequence[Turn], outcomes: Mapping[Key, Outcome], *, normalize: str = "mean_std", eps: float = 1e-6
-) -> tuple[list[tuple[Any, float]], BatchStats]:
+) -> tuple[list[PolicySample], BatchStats]:
     """Single-agent GRPO: every action of a rollout, main or sub, gets the rollout's main
     advantage (no sub-level credit, no alignment)."""
-    advantages, stats = main_advantages({k: o.main_reward for k, o in outcomes.items()}, normalize=normalize,
-                                        eps=eps)
-    batch = [(t.completion, advantages[t.question, t.rollout]) for t in turns]
-    return batch, BatchStats(stats.groups, stats.degenerate, len(batch))
+    return _rollout_level_batch(turns, outcomes, normalize, eps)
 
 
 def sub_batch(
     sub_completions: Mapping[Key, Sequence[Any]], outcomes: Mapping[Key, Outcome], d_max: int, *,
     trim: Trim = "random", seed: int = 0, normalize: str = "mean_std", eps: float = 1e-6,
-) -> tuple[list[tuple[Any, float]], BatchStats]:
-    """(completion, advantage) of the sub actions in the aligned slots: the rollout's sub
+) -> tuple[list[PolicySample], BatchStats]:
+    """The sub actions in the aligned slots with their slot's advantage: the rollout's sub
     completions (in order) are split by delegation with ``outcome.sub_delegations``, every
     rollout is aligned to ``d_max`` slots and every action of a slot's sub-trajectory gets
     the slot's advantage (an action of a duplicated sub-trajectory appears once per copy)."""
@@ -177,8 +200,9 @@ def sub_batch(
     counts = {key: len(o.delegation_rewards) for key, o in outcomes.items()}
     slots = align_batch(counts, d_max, trim=trim, seed=seed)
     rewards = {(q, r, i): reward for (q, r), o in outcomes.items() for i, reward in enumerate(o.delegation_rewards)}
-    advantages, stats = sub_advantages(slots, rewards, normalize=normalize, eps=eps)
-    batch = [(completion, adv) for slot, adv in zip(slots, advantages, strict=True) if not slot.empty
+    advantages, degenerate, stats = sub_advantages(slots, rewards, normalize=normalize, eps=eps)
+    batch = [PolicySample(completion, adv, flag)
+             for slot, adv, flag in zip(slots, advantages, degenerate, strict=True) if not slot.empty
              for completion in by_delegation[slot.question, slot.rollout].get(slot.source, [])]
     dropped = sum(max(0, c - d_max) for c in counts.values())
     return batch, BatchStats(stats.groups, stats.degenerate, len(batch), slots=len(slots),

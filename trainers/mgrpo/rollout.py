@@ -8,7 +8,10 @@ episodes step in lockstep and each agent's prompts of one step go to its sampler
 batch; the sampler of a role may be local (a policy in this process) or remote (another
 process, through the store).
 
-Everything is read through the AEC API and ``infos[agent]["research"]``; no torch here.
+Everything is read through the AEC API and the env's
+:class:`~pettingllm_envs.capabilities.Delegation` capability (which role is the main agent,
+which the sub-agent, which delegation a sub action served, each delegation's reward); no
+torch here.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from pettingzoo import AECEnv
 
+from pettingllm_envs.capabilities import Delegation
 from trainers.rollout import (
     Completion,
     Messages,
@@ -49,7 +53,7 @@ class Turn:
     completion: Any
     reward: float
     delegation: int | None
-    """For ``sub``: the delegation this action belongs to; None for ``main``."""
+    """For the sub-agent: the delegation this action belongs to; None for the main agent."""
 
 
 @dataclass
@@ -60,9 +64,11 @@ class Outcome:
     """Reward of the main agent's final action (a1 * format + a2 * correct on an answer)."""
     correct: bool
     delegation_rewards: list[float]
-    """Per delegation: the sub's own rewards plus its share of the final correctness."""
+    """Per served delegation (one the sub-agent acted in), in order: the sub's own rewards plus
+    its share of the final correctness."""
     sub_delegations: list[int]
-    """The delegation of each sub action, in order (links the sub side's samples to delegations)."""
+    """The delegation of each sub action, in order, as an index into ``delegation_rewards``
+    (links the sub side's samples to delegations)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"main_reward": self.main_reward, "correct": self.correct,
@@ -88,11 +94,13 @@ def hierarchical_rollout(
     k: int,
     samplers: Mapping[str, RoleSampler],
     *,
+    delegation: Delegation,
     split: str = "train",
     max_steps: int = 10_000,
 ) -> HierarchicalRollout:
     """``k`` episodes of every question (env seed = question id), every agent step batched
-    per agent across the live episodes; returns the turns and each rollout's outcome."""
+    per agent across the live episodes; returns the turns and each rollout's outcome.
+    ``samplers`` has one entry per role; ``delegation`` is the env's capability."""
     result = HierarchicalRollout()
     keys = [(q, r) for q in questions for r in range(k)]
     envs: dict[Key, AECEnv] = {}
@@ -119,19 +127,29 @@ def hierarchical_rollout(
                 env = envs[key]
                 env.step(completion.text)
                 reward = acting_reward(env, agent)[0]
-                delegation = None
-                if agent == "main":
+                served = None
+                if agent == delegation.manager:
                     last_main[key] = reward
                 else:
-                    delegation = int(env.infos[agent]["last_action"]["parsed"]["delegation"])
-                    sub_delegations[key].append(delegation)
-                result.turns.append(Turn(key[0], key[1], agent, completion, reward, delegation))
+                    served = delegation.served(env)
+                    sub_delegations[key].append(served)
+                result.turns.append(Turn(key[0], key[1], agent, completion, reward, served))
             result.seconds_env += time.perf_counter() - start
     else:
         raise RuntimeError(f"episodes did not end within max_steps={max_steps} agent steps")
     for key in keys:
         env = envs[key]
-        info = env.infos["main"]["research"]
-        result.outcomes[key] = Outcome(last_main[key], episode_success(env),
-                                       [float(d["reward"]) for d in info["delegations"]], sub_delegations[key])
+        rewards, served = served_delegations(delegation.rewards(env), sub_delegations[key])
+        result.outcomes[key] = Outcome(last_main[key], episode_success(env), rewards, served)
     return result
+
+
+def served_delegations(rewards: Sequence[float], served: Sequence[int]) -> tuple[list[float], list[int]]:
+    """The rewards of the delegations the sub-agent acted in, and ``served`` (each sub action's
+    delegation) re-indexed into them (pure). A delegation the episode ended on before the
+    sub-agent acted (``research_v0``: the main agent's last allowed step was a ``DELEGATE``) is
+    no sub-trajectory: kept, it would be an alignment slot without a sample whose reward still
+    moved its group's mean and std."""
+    kept = sorted(set(served))
+    index = {old: new for new, old in enumerate(kept)}
+    return [float(rewards[i]) for i in kept], [index[d] for d in served]

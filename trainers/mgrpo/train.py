@@ -1,12 +1,22 @@
 """M-GRPO training: main and sub as separate policies, optionally in separate processes.
 
-``mode`` selects what is trained (the comparison of ``benchmarks/mgrpo_comparison.py``):
+``mode`` selects what is trained (:class:`~trainers.mgrpo.config.MGRPOConfig`, the comparison
+of ``benchmarks/mgrpo_comparison.py``):
 
 * ``mgrpo``: main and sub are separate models; the main agent learns from its per-question
   group advantages, the sub-agent from its aligned per-question group advantages;
 * ``frozen_sub``: the same, but the sub-agent is never updated;
 * ``single``: one policy plays both roles, single-agent GRPO (every action gets its
   rollout's main advantage).
+
+The env names its main agent and sub-agent through its
+:class:`~pettingllm_envs.capabilities.Delegation` capability (:func:`env_delegation`, checked
+before a model loads). Every policy is updated by the trainers' one PPO update
+(:func:`trainers.update.ppo_update`, the same rules, settings and old log-probs as AT-GRPO's
+``Trainer``), and a step's ``metrics.jsonl`` line uses :mod:`trainers.metrics`' names, with
+``<level>`` ``main`` / ``sub`` (or ``shared``), plus M-GRPO's own: ``reward/main`` (mean final
+reward of the main agent per rollout), ``reward/sub`` (mean delegation reward),
+``delegations/mean`` (per rollout) and ``alignment/slots|padded|empty|dropped``.
 
 :func:`run_local` runs everything in this process. :func:`run_two_process` is the
 decoupled pipeline: the *main side* (this process: the env, the main policy) and the *sub
@@ -15,8 +25,8 @@ side serves the main side's delegations like a remote tool (prompts in, action t
 through the store: the inference channel), and for training the two exchange only scalar
 records keyed by ``(step, question, rollout)``: each rollout's outcome (main reward,
 correctness, per-delegation rewards, which delegation each sub action served) and each
-side's group statistics. ``python -m trainers.mgrpo.train --role main|sub`` runs one side,
-e.g. on two machines sharing a Redis store.
+side's batch and update statistics. ``python -m trainers.mgrpo.train --role main|sub`` runs
+one side, e.g. on two machines sharing a Redis store.
 """
 
 from __future__ import annotations
@@ -25,124 +35,36 @@ import argparse
 import dataclasses
 import json
 import multiprocessing
-import random
 import sys
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
 import pettingllm_envs
+from pettingllm_envs.capabilities import Delegation, MissingCapability, capability
 from pettingllm_envs.cli.checks import check_env_config, check_model
-from pettingllm_envs.cli.errors import ArgumentParser, UsageError
-from trainers.config import Aggregation, Normalize, TrainConfig
-from trainers.loss import ppo_clip_loss
-from trainers.mgrpo.alignment import BatchStats, Trim, main_batch, single_agent_batch, sub_batch
+from pettingllm_envs.cli.errors import UsageError
+from trainers.config import ConfigError, config_from_args
+from trainers.config import build_parser as config_parser
+from trainers.generation import build_generator
+from trainers.metrics import group_metrics, update_metrics
+from trainers.mgrpo.alignment import BatchStats, PolicySample, main_batch, single_agent_batch, sub_batch
+from trainers.mgrpo.config import MODES, MGRPOConfig
 from trainers.mgrpo.rollout import HierarchicalRollout, Key, Outcome, hierarchical_rollout
 from trainers.mgrpo.store import Store, open_store
 from trainers.policy import Generation, PolicySet
 from trainers.rollout import Messages
+from trainers.seeding import derive_seed, seed_everything
+from trainers.update import UpdateSettings, UpdateStats, ppo_update
 
-Mode = Literal["mgrpo", "frozen_sub", "single"]
-MODES = ("mgrpo", "frozen_sub", "single")
 METRICS = "metrics.jsonl"
-
-
-@dataclass
-class MGRPOConfig:
-    """An M-GRPO run. Defaults fit a CPU smoke run with the tiny model."""
-
-    model: str = ""
-    """Main agent's model (local path); also the sub's and the single policy's unless ``sub_model``."""
-    sub_model: str = ""
-    """Sub-agent's model; empty: ``model``."""
-    mode: Mode = "mgrpo"
-    """``mgrpo``, ``frozen_sub`` or ``single`` (module docstring)."""
-    env: str = "research_v0"
-    """Registered env id with a ``main`` and a ``sub`` role (``pettingllm list``)."""
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Passed to ``pettingllm_envs.make(env, **env_kwargs)``, e.g. ``{"hops": 2}``."""
-    split: str = "train"
-    """Split the training questions come from; keep ``test`` for evaluation."""
-    questions_per_step: int = 2
-    """Questions per step; question ids are ``step * questions_per_step + j``."""
-    rollouts: int = 4
-    """K: rollouts per question, the group size of both levels."""
-    d_max: int = 2
-    """Sub-trajectories per rollout after alignment."""
-    trim: Trim = "random"
-    """How surplus sub-trajectories are dropped: ``random`` (seeded) or ``last``."""
-    normalize: Normalize = "mean_std"
-    """Group advantages: ``mean_std`` (r - mean) / (std + eps) as GRPO, or ``mean`` (r - mean)."""
-    adv_eps: float = 1e-6
-    """Added to the group std so that near-degenerate groups do not blow up."""
-    prefill: dict[str, str] = field(default_factory=dict)
-    """Role -> text the assistant turn starts with (part of the prompt, so updates stay
-    on-policy), e.g. ``{"sub": "LOOKUP: "}``; the action is prefill + completion."""
-    steps: int = 2
-    """Training steps (one rollout of every question + one update per policy)."""
-    seed: int = 0
-    """Seeds python, numpy and torch on each side (each side derives its own stream)."""
-    lr: float = 1e-3
-    """AdamW learning rate of every policy (high: sized for the tiny model)."""
-    max_new_tokens: int = 16
-    """Completion budget per action."""
-    temperature: float = 1.0
-    """Sampling temperature (also used when scoring, so old and new log-probs match)."""
-    max_prompt_tokens: int = 4096
-    """Prompts keep their last tokens beyond this (the tiny byte-level model pays per byte)."""
-    micro_batch_size: int = 16
-    """Sequences per forward/backward; gradients accumulate, so this bounds memory only."""
-    eps_low: float = 0.2
-    """Lower PPO clip range: the ratio may fall to 1 - eps_low."""
-    eps_high: float = 0.28
-    """Upper PPO clip range (DAPO clip-higher)."""
-    aggregation: Aggregation = "token_mean"
-    """How token losses become one number: ``token_mean``, ``sequence_mean`` or ``dr_grpo`` (as ``train``)."""
-    lora: bool = False
-    """Train LoRA adapters instead of full copies of the model."""
-    store: str = ""
-    """Store URL (``sqlite:///file.db``, ``redis://host:port/0``); empty: ``run_dir/store.db``."""
-    run_id: str = ""
-    """The store namespace of this run, so runs never read each other's records; both sides
-    must use the same one (:func:`run_two_process` draws one when empty)."""
-    timeout_s: float = 300.0
-    """How long a side waits for the other before :class:`~trainers.mgrpo.store.StoreTimeout`."""
-    run_dir: str = "runs/mgrpo"
-    """Where ``metrics.jsonl`` and (by default) the SQLite store go."""
-    threads: int = 1
-    """torch threads of the sub side's process that :func:`run_two_process` spawns (two processes
-    share the machine). Code running in the caller's process (``run_local``, the main side)
-    leaves its thread count alone: it is process-wide state (``OMP_NUM_THREADS`` sets it)."""
-    device: str = "cpu"
-    """``cpu``, ``cuda[:i]`` or ``auto``."""
-
-    def validate(self) -> None:
-        if not self.model:
-            raise ValueError("model is required (pettingllm tiny-model DIR writes one)")
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        for name in ("questions_per_step", "rollouts", "d_max", "max_new_tokens", "micro_batch_size", "threads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-
-    def train_config(self, model: str, roles: Sequence[str], name: str) -> TrainConfig:
-        """The :class:`TrainConfig` of one policy (``name``) playing ``roles``."""
-        return TrainConfig(env=self.env, model=model, policy_map=dict.fromkeys(roles, name), lr=self.lr,
-                           max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                           max_prompt_tokens=self.max_prompt_tokens,
-                           micro_batch_size=self.micro_batch_size, eps_low=self.eps_low, eps_high=self.eps_high,
-                           aggregation=self.aggregation, lora=self.lora, device=self.device,
-                           seed=self.seed, run_dir=self.run_dir, progress=False, tensorboard=False)
-
-    def store_url(self) -> str:
-        return self.store or str(Path(self.run_dir) / "store.db")
 
 
 @dataclass
@@ -158,7 +80,9 @@ class RolePolicy:
 
     def __init__(self, cfg: MGRPOConfig, roles: Sequence[str], name: str, model: str) -> None:
         self.cfg, self.name = cfg, name
-        self.policies = PolicySet(cfg.train_config(model, roles, name), list(roles))
+        config = cfg.train_config(model, roles, name)
+        self.policies = PolicySet(config, list(roles))
+        self.generator = build_generator(config, self.policies)
         tokenizer = self.policies.tokenizer
         self.prefill_ids = {role: list(tokenizer(text, add_special_tokens=False)["input_ids"])
                             for role, text in cfg.prefill.items()}
@@ -167,50 +91,48 @@ class RolePolicy:
         """One action per prompt, one batched generation."""
         prefill = self.prefill_ids.get(agent, [])
         ids = [self.policies.encode_prompt(messages)[1] + prefill for messages in prompts]
-        generations = self.policies.generate(self.name, ids, 1)
+        generations = self.generator.generate(self.name, ids, 1)
         return [Action(g, self.cfg.prefill.get(agent, "") + g.text) for g in generations]
 
-    def update(self, batch: Sequence[tuple[Action, float]]) -> dict[str, float]:
-        """One PPO-clip step on (action, advantage) pairs; zero-advantage pairs carry no
-        gradient (there is no KL term) and are skipped."""
-        cfg = self.cfg
-        batch = [(a.generation, adv) for a, adv in batch if adv != 0.0]
-        out = {"samples": float(len(batch)), "loss": 0.0, "grad_norm": 0.0}
-        if not batch:
-            return out
-        total_tokens = float(sum(len(g.completion_ids) for g, _ in batch))
-        optimizer = self.policies.optimizers[self.name]
-        optimizer.zero_grad(set_to_none=True)
-        for i in range(0, len(batch), cfg.micro_batch_size):
-            micro = batch[i:i + cfg.micro_batch_size]
+    def update(self, batch: Sequence[PolicySample]) -> UpdateStats:
+        """The trainers' PPO update (:func:`trainers.update.ppo_update`) on a level's batch."""
+        samples = [dataclasses.replace(s, completion=s.completion.generation) for s in batch]
+        stats = ppo_update(self.policies, self.name, samples, UpdateSettings.from_config(self.cfg))
+        if stats.samples:
             with self.policies.active(self.name) as model:
-                logp, mask = self.policies.token_logprobs(model, [g.prompt_ids for g, _ in micro],
-                                                          [g.completion_ids for g, _ in micro])
-            old = torch.zeros_like(logp)
-            for row, (g, _) in enumerate(micro):
-                old[row, :len(g.logprobs)] = torch.tensor(g.logprobs)
-            advantages = torch.tensor([adv for _, adv in micro], device=logp.device)
-            loss, _ = ppo_clip_loss(logp, old, advantages, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
-                                    aggregation=cfg.aggregation, total_tokens=total_tokens,
-                                    total_sequences=float(len(batch)), max_len=cfg.max_new_tokens)
-            loss.backward()
-            out["loss"] += float(loss.detach())
-        out["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.policies.parameters(self.name), 1.0))
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return out
+                self.generator.sync(self.name, model)  # the next rollout samples the updated policy
+        return stats
 
 
 # --------------------------------------------------------------------- helpers
+def env_delegation(cfg: MGRPOConfig) -> Delegation:
+    """The env's :class:`~pettingllm_envs.capabilities.Delegation`, checked against its roles and
+    ``prefill``: a run on an env without it fails here, at its start, with one message naming
+    what is missing (:class:`~pettingllm_envs.capabilities.MissingCapability` or
+    :class:`~trainers.config.ConfigError`), never with a ``KeyError`` after a whole rollout."""
+    declared = capability(cfg.env, Delegation)
+    env = pettingllm_envs.make(cfg.env, **cfg.env_kwargs)
+    roles = list(env.possible_agents)
+    env.close()
+    if declared.manager == declared.worker or sorted(roles) != sorted((declared.manager, declared.worker)):
+        raise ConfigError(f"{cfg.env} declares delegation from {declared.manager!r} to {declared.worker!r}, but its "
+                          f"roles are {roles}: M-GRPO needs exactly those two roles")
+    unknown = sorted(set(cfg.prefill) - set(roles))
+    if unknown:
+        raise ConfigError(f"config field 'prefill': roles {unknown} are not roles of {cfg.env} ({', '.join(roles)})")
+    return declared
+
+
 def _seed(cfg: MGRPOConfig, side: str) -> None:
-    seed = cfg.seed * 1_000_003 + {"main": 0, "sub": 1, "local": 2}[side]
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
+    seed_everything(derive_seed(cfg.seed, "mgrpo", side))
 
 
 def _questions(cfg: MGRPOConfig, step: int) -> list[int]:
     return [step * cfg.questions_per_step + j for j in range(cfg.questions_per_step)]
+
+
+def _alignment_seed(cfg: MGRPOConfig, step: int) -> int:
+    return derive_seed(cfg.seed, "alignment", step)
 
 
 def _env_fn(cfg: MGRPOConfig) -> Any:
@@ -220,9 +142,14 @@ def _env_fn(cfg: MGRPOConfig) -> Any:
 def _sub_completions(rollout: HierarchicalRollout) -> dict[Key, list[Action]]:
     out: dict[Key, list[Action]] = defaultdict(list)
     for t in rollout.turns:
-        if t.agent == "sub":
+        if t.delegation is not None:
             out[t.question, t.rollout].append(t.completion)
     return out
+
+
+def _tokens(actions: Sequence[Any]) -> int:
+    """Completion tokens of the actions sampled in this process (remote ones carry text only)."""
+    return sum(len(a.generation.completion_ids) for a in actions if isinstance(a, Action))
 
 
 def outcome_metrics(outcomes: dict[Key, Outcome]) -> dict[str, float]:
@@ -232,20 +159,29 @@ def outcome_metrics(outcomes: dict[Key, Outcome]) -> dict[str, float]:
     return {
         "reward/main": float(np.mean([o.main_reward for o in values])) if values else 0.0,
         "reward/sub": float(np.mean(delegations)) if delegations else 0.0,
-        "success_rate": float(np.mean([o.correct for o in values])) if values else 0.0,
+        "rollout/success_rate": float(np.mean([o.correct for o in values])) if values else 0.0,
         "delegations/mean": len(delegations) / len(values) if values else 0.0,
     }
 
 
-def _stats_metrics(prefix: str, stats: BatchStats, update: dict[str, float]) -> dict[str, float]:
-    out = {f"{prefix}/groups": stats.groups,
-           f"{prefix}/degenerate_frac": stats.degenerate / stats.groups if stats.groups else 0.0,
-           f"{prefix}/samples": stats.samples, f"{prefix}/samples_trained": update["samples"],
-           f"{prefix}/loss": update["loss"], f"{prefix}/grad_norm": update["grad_norm"]}
-    if stats.slots:
-        out.update({f"{prefix}/slots": stats.slots, f"{prefix}/padded": stats.padded,
-                    f"{prefix}/empty": stats.empty, f"{prefix}/dropped": stats.dropped})
-    return out
+def step_metrics(step: int, outcomes: dict[Key, Outcome], levels: Mapping[str, BatchStats],
+                 updates: Mapping[str, UpdateStats], *, tokens: int, seconds: Mapping[str, float]) -> dict[str, float]:
+    """One ``metrics.jsonl`` line (module docstring): ``levels`` is each level's batch
+    statistics, ``updates`` each updated policy's (a frozen sub-agent has none), ``seconds``
+    the step's ``time/<name>`` figures (pure)."""
+    metrics: dict[str, float] = {"step": step, **outcome_metrics(outcomes)}
+    metrics.update(group_metrics(sum(s.groups for s in levels.values()), sum(s.degenerate for s in levels.values())))
+    for level, s in levels.items():
+        metrics.update(group_metrics(s.groups, s.degenerate, level=level))
+        metrics[f"samples/{level}"] = s.samples
+        if s.slots:
+            metrics.update({"alignment/slots": s.slots, "alignment/padded": s.padded, "alignment/empty": s.empty,
+                            "alignment/dropped": s.dropped})
+    metrics["samples"] = sum(s.samples for s in levels.values())
+    metrics["tokens"] = tokens
+    metrics.update(update_metrics(updates))
+    metrics.update({f"time/{name}": value for name, value in seconds.items()})
+    return metrics
 
 
 def _log(run_dir: Path, name: str, metrics: dict[str, float]) -> None:
@@ -254,42 +190,44 @@ def _log(run_dir: Path, name: str, metrics: dict[str, float]) -> None:
         f.write(json.dumps(metrics) + "\n")
 
 
-_NO_UPDATE = {"samples": 0.0, "loss": 0.0, "grad_norm": 0.0}
-
-
 # ----------------------------------------------------------------- in-process
 def run_local(cfg: MGRPOConfig) -> list[dict[str, float]]:
     """Train every policy of ``cfg.mode`` in this process; returns per-step metrics (also
     appended to ``run_dir/metrics.jsonl``)."""
     cfg.validate()
+    delegation = env_delegation(cfg)
+    roles = [delegation.manager, delegation.worker]
     _seed(cfg, "local")
     run_dir = Path(cfg.run_dir)
     (run_dir / METRICS).unlink(missing_ok=True)
     if cfg.mode == "single":
-        shared = RolePolicy(cfg, ["main", "sub"], "shared", cfg.model)
-        samplers = {"main": shared.sample, "sub": shared.sample}
+        shared = RolePolicy(cfg, roles, "shared", cfg.model)
+        samplers = dict.fromkeys(roles, shared.sample)
     else:
-        main = RolePolicy(cfg, ["main"], "main", cfg.model)
-        sub = RolePolicy(cfg, ["sub"], "sub", cfg.sub_model or cfg.model)
-        samplers = {"main": main.sample, "sub": sub.sample}
+        main = RolePolicy(cfg, [delegation.manager], "main", cfg.model)
+        sub = RolePolicy(cfg, [delegation.worker], "sub", cfg.sub_model or cfg.model)
+        samplers = {delegation.manager: main.sample, delegation.worker: sub.sample}
     history = []
     for step in range(cfg.steps):
         start = time.perf_counter()
-        rollout = hierarchical_rollout(_env_fn(cfg), _questions(cfg, step), cfg.rollouts, samplers, split=cfg.split)
-        metrics: dict[str, float] = {"step": step + 1, **outcome_metrics(rollout.outcomes)}
+        rollout = hierarchical_rollout(_env_fn(cfg), _questions(cfg, step), cfg.rollouts, samplers,
+                                       delegation=delegation, split=cfg.split)
+        update_start = time.perf_counter()
         if cfg.mode == "single":
             batch, stats = single_agent_batch(rollout.turns, rollout.outcomes, normalize=cfg.normalize,
                                               eps=cfg.adv_eps)
-            metrics.update(_stats_metrics("shared", stats, shared.update(batch)))
+            levels, updates = {"shared": stats}, {"shared": shared.update(batch)}
         else:
             batch, stats = main_batch(rollout.turns, rollout.outcomes, normalize=cfg.normalize, eps=cfg.adv_eps)
-            metrics.update(_stats_metrics("main", stats, main.update(batch)))
             sbatch, sstats = sub_batch(_sub_completions(rollout), rollout.outcomes, cfg.d_max, trim=cfg.trim,
-                                       seed=cfg.seed * 1_000_003 + step, normalize=cfg.normalize, eps=cfg.adv_eps)
-            update = _NO_UPDATE if cfg.mode == "frozen_sub" else sub.update(sbatch)
-            metrics.update(_stats_metrics("sub", sstats, update))
-        metrics.update({"time/generate": rollout.seconds_generate, "time/env": rollout.seconds_env,
-                        "time/step": time.perf_counter() - start})
+                                       seed=_alignment_seed(cfg, step), normalize=cfg.normalize, eps=cfg.adv_eps)
+            levels, updates = {"main": stats, "sub": sstats}, {"main": main.update(batch)}
+            if cfg.mode != "frozen_sub":
+                updates["sub"] = sub.update(sbatch)
+        seconds = {"generate": rollout.seconds_generate, "env": rollout.seconds_env,
+                   "update": time.perf_counter() - update_start, "step": time.perf_counter() - start}
+        metrics = step_metrics(step + 1, rollout.outcomes, levels, updates,
+                               tokens=_tokens([t.completion for t in rollout.turns]), seconds=seconds)
         _log(run_dir, METRICS, metrics)
         history.append(metrics)
     return history
@@ -297,8 +235,8 @@ def run_local(cfg: MGRPOConfig) -> list[dict[str, float]]:
 
 # ------------------------------------------------------------------ two sides
 class RemoteSubSampler:
-    """The main side's sampler for ``sub``: posts the prompts as tick ``t`` of the step and
-    waits for the sub side's action texts."""
+    """The main side's sampler for the sub-agent: posts the prompts as tick ``t`` of the step
+    and waits for the sub side's action texts."""
 
     def __init__(self, store: Store, prefix: str, timeout: float) -> None:
         self.store, self.prefix, self.timeout = store, prefix, timeout
@@ -325,10 +263,11 @@ def run_main_side(cfg: MGRPOConfig) -> list[dict[str, float]]:
     """The main side of :func:`run_two_process`: env, rollouts, main policy; logs
     ``run_dir/metrics.jsonl`` with both sides' statistics."""
     cfg.validate()
+    delegation = env_delegation(cfg)
     _seed(cfg, "main")
     run_dir = Path(cfg.run_dir)
     (run_dir / METRICS).unlink(missing_ok=True)
-    main = RolePolicy(cfg, ["main"], "main", cfg.model)
+    main = RolePolicy(cfg, [delegation.manager], "main", cfg.model)
     history = []
     with open_store(cfg.store_url(), namespace=cfg.run_id) as store:
         for step in range(cfg.steps):
@@ -337,21 +276,25 @@ def run_main_side(cfg: MGRPOConfig) -> list[dict[str, float]]:
             store.heartbeat("main")
             remote = RemoteSubSampler(store, prefix, cfg.timeout_s)
             rollout = hierarchical_rollout(_env_fn(cfg), _questions(cfg, step), cfg.rollouts,
-                                           {"main": main.sample, "sub": remote}, split=cfg.split)
+                                           {delegation.manager: main.sample, delegation.worker: remote},
+                                           delegation=delegation, split=cfg.split)
             batch, stats = main_batch(rollout.turns, rollout.outcomes, normalize=cfg.normalize, eps=cfg.adv_eps)
             records: dict[str, Any] = {f"{prefix}/outcome/{q}/{r}": o.to_json()
                                        for (q, r), o in rollout.outcomes.items()}
-            records[f"{prefix}/main_stats"] = dataclasses.asdict(stats)
             records[f"{prefix}/tick/{remote.ticks}"] = {"kind": "done"}
-            store.put_many(records)  # outcomes, statistics and "done" appear together
-            update = main.update(batch)
+            store.put_many(records)  # outcomes and "done" appear together
+            update_start = time.perf_counter()
+            updates = {"main": main.update(batch)}
+            seconds_update = time.perf_counter() - update_start
             store.heartbeat("main")
-            sub_stats = store.get(f"{prefix}/sub_stats", timeout=cfg.timeout_s, waiting_for="sub")
-            metrics: dict[str, float] = {"step": step + 1, **outcome_metrics(rollout.outcomes)}
-            metrics.update(_stats_metrics("main", stats, update))
-            metrics.update({f"sub/{k}": v for k, v in sub_stats.items()})
-            metrics.update({"time/generate": rollout.seconds_generate, "time/env": rollout.seconds_env,
-                            "time/step": time.perf_counter() - start})
+            side = store.get(f"{prefix}/sub_stats", timeout=cfg.timeout_s, waiting_for="sub")
+            if side["update"] is not None:
+                updates["sub"] = UpdateStats(**side["update"])
+            seconds = {"generate": rollout.seconds_generate, "env": rollout.seconds_env,
+                       "update": seconds_update + side["seconds_update"], "step": time.perf_counter() - start}
+            metrics = step_metrics(step + 1, rollout.outcomes, {"main": stats, "sub": BatchStats(**side["batch"])},
+                                   updates, tokens=_tokens([t.completion for t in rollout.turns]) + side["tokens"],
+                                   seconds=seconds)
             _log(run_dir, METRICS, metrics)
             history.append(metrics)
     return history
@@ -359,10 +302,11 @@ def run_main_side(cfg: MGRPOConfig) -> list[dict[str, float]]:
 
 def run_sub_side(cfg: MGRPOConfig) -> None:
     """The sub side of :func:`run_two_process`: serves delegations, then learns from the
-    outcomes the main side posts; posts its group statistics."""
+    outcomes the main side posts; posts its batch and update statistics."""
     cfg.validate()
+    delegation = env_delegation(cfg)
     _seed(cfg, "sub")
-    sub = RolePolicy(cfg, ["sub"], "sub", cfg.sub_model or cfg.model)
+    sub = RolePolicy(cfg, [delegation.worker], "sub", cfg.sub_model or cfg.model)
     with open_store(cfg.store_url(), namespace=cfg.run_id) as store:
         for step in range(cfg.steps):
             prefix = str(step)
@@ -374,7 +318,7 @@ def run_sub_side(cfg: MGRPOConfig) -> None:
                 if message["kind"] == "done":
                     break
                 items = message["items"]
-                actions = sub.sample("sub", [item["messages"] for item in items])
+                actions = sub.sample(delegation.worker, [item["messages"] for item in items])
                 for item, action in zip(items, actions, strict=True):
                     completions[item["question"], item["rollout"]].append(action)
                 store.put(f"{prefix}/act/{tick}", [a.text for a in actions])
@@ -382,11 +326,15 @@ def run_sub_side(cfg: MGRPOConfig) -> None:
             outcomes = {(q, r): Outcome.from_json(store.get(f"{prefix}/outcome/{q}/{r}", timeout=cfg.timeout_s,
                                                             waiting_for="main"))
                         for q in _questions(cfg, step) for r in range(cfg.rollouts)}
-            batch, stats = sub_batch(completions, outcomes, cfg.d_max, trim=cfg.trim,
-                                     seed=cfg.seed * 1_000_003 + step, normalize=cfg.normalize, eps=cfg.adv_eps)
-            update = _NO_UPDATE if cfg.mode == "frozen_sub" else sub.update(batch)
-            sub_stats = {k.removeprefix("sub/"): v for k, v in _stats_metrics("sub", stats, update).items()}
-            store.put_many({f"{prefix}/sub_stats": sub_stats})
+            batch, stats = sub_batch(completions, outcomes, cfg.d_max, trim=cfg.trim, seed=_alignment_seed(cfg, step),
+                                     normalize=cfg.normalize, eps=cfg.adv_eps)
+            update_start = time.perf_counter()
+            update = None if cfg.mode == "frozen_sub" else sub.update(batch)
+            store.put_many({f"{prefix}/sub_stats": {
+                "batch": dataclasses.asdict(stats),
+                "update": dataclasses.asdict(update) if update is not None else None,
+                "tokens": _tokens([a for actions in completions.values() for a in actions]),
+                "seconds_update": time.perf_counter() - update_start}})
             store.heartbeat("sub")
 
 
@@ -403,6 +351,7 @@ def run_two_process(cfg: MGRPOConfig) -> list[dict[str, float]]:
     if cfg.mode == "single":
         raise ValueError("mode 'single' has one policy: use run_local")
     cfg.validate()
+    env_delegation(cfg)  # before a process is spawned
     cfg = dataclasses.replace(cfg, run_id=cfg.run_id or uuid.uuid4().hex[:12])
     child = multiprocessing.get_context("spawn").Process(target=_sub_entry, args=(dataclasses.asdict(cfg),),
                                                          name="mgrpo-sub")
@@ -420,20 +369,19 @@ def run_two_process(cfg: MGRPOConfig) -> list[dict[str, float]]:
 
 
 ROLES_OF_A_RUN = ("both", "main", "sub", "local")
+DESCRIPTION = __doc__.split("\n")[0] + " (docs/design.md §6)"
 
 
 def build_parser(prog: str = "pettingllm train-mgrpo") -> argparse.ArgumentParser:
-    """``--role`` plus one ``--field-name VALUE`` option per :class:`MGRPOConfig` field, each
-    with the field's docstring and default as its help."""
-    from pettingllm_envs.cli.options import add_dataclass_options
-
-    parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0] + " (research_v0; docs/design.md §6)")
+    """``--role``, ``--overwrite``, ``--config FILE.yaml`` and one ``--field-name VALUE`` option
+    per :class:`MGRPOConfig` field (:func:`trainers.config.build_parser`: the same checks and
+    errors as ``pettingllm train``)."""
+    parser = config_parser(prog, DESCRIPTION, cls=MGRPOConfig)
     parser.add_argument("--role", choices=ROLES_OF_A_RUN, default="both",
                         help="both: the two sides as two processes here; main / sub: one side (start each with "
                              "the same --run-id and --store, e.g. on two machines sharing Redis); local: one "
                              "process, any --mode")
-    add_dataclass_options(parser, MGRPOConfig)
-    parser.add_argument("--overwrite", action="store_true",
+    parser.add_argument("--overwrite", action="store_true", default=False,
                         help="start again in a --run-dir whose metrics.jsonl holds an earlier run (deleted); "
                              "without it such a run dir is refused")
     return parser
@@ -445,12 +393,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = vars(parser.parse_args(list(argv) if argv is not None else None))
     role = args.pop("role")
     overwrite = args.pop("overwrite")
-    try:
-        cfg = MGRPOConfig(**args)
-        cfg.validate()
-    except (TypeError, ValueError) as error:
-        raise UsageError(str(error)) from error
+    cfg = config_from_args(args, cls=MGRPOConfig, prog=parser.prog)
     check_env_config(cfg.env, cfg.env_kwargs)
+    try:
+        env_delegation(cfg)
+    except MissingCapability as error:
+        raise UsageError(str(error)) from error
     check_model(cfg.model)
     if cfg.sub_model:
         check_model(cfg.sub_model, option="--sub-model")
@@ -470,6 +418,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if history:
         print(json.dumps(history[-1]), file=sys.stderr)
     return 0
+
+
+__all__ = ["MODES", "MGRPOConfig", "RolePolicy", "env_delegation", "main", "run_local", "run_main_side",
+           "run_sub_side", "run_two_process", "step_metrics"]
 
 
 if __name__ == "__main__":  # ``python -m trainers.mgrpo.train`` is ``pettingllm train-mgrpo``
