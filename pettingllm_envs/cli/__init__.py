@@ -18,7 +18,7 @@ import statistics
 import sys
 from collections.abc import Callable, Sequence
 
-from pettingllm_envs.capabilities import MissingCapability
+from pettingllm_envs.capabilities import Capability, MissingCapability, declared_capabilities
 from pettingllm_envs.cli.checks import ENV_KWARGS_HELP, check_at_least, check_env_config, parse_env_kwargs
 from pettingllm_envs.cli.env_support import (
     AnyPolicy,
@@ -51,8 +51,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for env_id in list_envs():
         note = getattr(env_module(env_id), "listing_note", None)  # bridges: how many games/datasets they play
         description = env_description(env_id) + (f" ({note()})" if callable(note) else "")
-        rows.append((env_id, ", ".join(env_roles(env_id)), description))
-    print(format_table(["env", "roles (turn order)", "description"], rows))
+        capabilities = ", ".join(declared_capabilities(env_id)) or "-"
+        rows.append((env_id, ", ".join(env_roles(env_id)), capabilities, description))
+    legend = "capabilities (declared by the env for tools beyond the AEC API): " + "; ".join(
+        f"{kind.attribute}: {kind.purpose}" for kind in Capability.__subclasses__())
+    print(format_table(["env", "roles (turn order)", "capabilities", "description"], rows, legend=legend))
     return 0
 
 
