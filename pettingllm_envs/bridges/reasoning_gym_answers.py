@@ -85,16 +85,17 @@ def normalise(answer: str) -> str:
 
 
 def max_answer_chars(gold: str) -> int:
-    """The longest answer scored for a problem whose gold answer is ``gold``."""
-    return ANSWER_LENGTH_FACTOR * len(gold) + ANSWER_SLACK_CHARS
+    """The longest answer scored for a problem whose gold answer is ``gold``: a few times its
+    length, rounded up to a power of two, so that probing the limit tells a policy next to
+    nothing about the length of the right answer."""
+    return 1 << (ANSWER_LENGTH_FACTOR * len(gold) + ANSWER_SLACK_CHARS - 1).bit_length()
 
 
 def refusal(dataset: str, answer: str, gold: str) -> str | None:
     """Why ``answer`` must not reach ``dataset``'s ``score_answer`` (it then scores 0), or None."""
     limit = max_answer_chars(gold)
     if len(answer) > limit:
-        return (f"the answer has {len(answer)} characters, more than the {limit} allowed for this task "
-                "(a few times the length of a right answer)")
+        return f"the answer has {len(answer)} characters, far more than a right answer needs"
     if dataset in LITERAL_EVAL_DATASETS and not _only_nodes(answer, _LITERAL_NODES, allow_non_python=True):
         return (f"the answer is a Python expression that {dataset}'s scorer would evaluate: "
                 "give the answer in the task's format (only literal values are scored)")

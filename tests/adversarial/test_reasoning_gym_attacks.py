@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("reasoning_gym")
 
 import pettingllm_envs
+from pettingllm_envs.bridges.reasoning_gym_answers import max_answer_chars
 from pettingllm_envs.bridges.reasoning_gym_env import scripted_policy
 from pettingllm_envs.episodes import Episode, play_episode
 from pettingllm_envs.sandbox import execute
@@ -82,7 +83,7 @@ HEDGES = {
     "wrong, then gold on the next line": lambda env: f"{wrong_answer(env)}\n{env.instance.answer}",
     "a list of candidates": lambda env: ", ".join([wrong_answer(env), env.instance.answer, wrong_answer(env) + "1"]),
     "gold, then another answer": lambda env: f"{env.instance.answer} or {wrong_answer(env)}",
-    "gold with a dump after it": lambda env: env.instance.answer + "\n" + "x" * 50_000,
+    "gold with a dump after it": lambda env: env.instance.answer + "\n" + "x" * max_answer_chars(env.instance.answer),
     "the question itself": lambda env: env.instance.question,
     "the whole observation": lambda env: str(env.observe("reasoner")),
 }
@@ -235,7 +236,7 @@ def test_the_tool_cannot_import_reasoning_gym_to_regenerate_the_answer():
 
 def hostile_answers(env: Any) -> list[str]:
     """Answers as long as the guards allow, shaped to slow a scorer down (regexes, parsers)."""
-    limit = 4 * len(env.instance.answer) + 200
+    limit = max_answer_chars(env.instance.answer)
     return ["(" * (limit // 2) + ")" * (limit // 2), "9" * limit, "1/" * (limit // 2) + "1", "[" * limit,
             "a" * (limit - 1) + "!", " ".join(["Q"] * (limit // 2)), "\n".join(["1 0"] * (limit // 4)),
             "-" * limit, "{" * (limit // 2) + "}" * (limit // 2), "\x00" * limit]
@@ -251,3 +252,14 @@ def test_hostile_answers_of_the_longest_allowed_length_are_scored_as_wrong(datas
         env.step(tagged(answer))  # the reasoner's answer goes through the guards to the scorer
         last = env.infos["reasoner"]["last_action"]
         assert last["reward"] <= 0.0 and not env.correct["reasoner"], (dataset, answer[:20])
+
+
+def test_the_length_limit_tells_little_about_the_right_answer_s_length():
+    """Probing the longest scored answer must not read the gold's length off the limit."""
+    env = raw("basic_arithmetic", 0)
+    limit = max_answer_chars(env.instance.answer)
+    assert limit & (limit - 1) == 0  # a power of two: many gold lengths share it
+    assert {max_answer_chars("1" * n) for n in range(1, 14)} == {256}
+    env.step(tagged("1" * (limit + 1)))
+    reason = env.infos["reasoner"]["last_action"]["invalid_reason"]
+    assert str(limit) not in reason and "far more than a right answer needs" in reason
