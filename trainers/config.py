@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from pettingllm_envs.cli.options import bool_word
 from trainers.advantages import GroupBy, Normalize  # their one definition, with the maths
 from trainers.generation.factory import BACKENDS, backend_class
 
@@ -412,12 +413,8 @@ def _fail(name: str, value: Any, allowed: str) -> ConfigError:
 def _as_bool(name: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
-    if isinstance(value, str):
-        lowered = value.strip().lower()
-        if lowered in ("1", "true", "yes", "on"):
-            return True
-        if lowered in ("0", "false", "no", "off"):
-            return False
+    if isinstance(value, str) and (word := bool_word(value)) is not None:
+        return word
     raise _fail(name, value, "true or false (also yes/no, on/off, 1/0)")
 
 

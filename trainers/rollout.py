@@ -37,12 +37,15 @@ from __future__ import annotations
 import copy
 import random
 import time
+import typing
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pettingzoo import AECEnv
+
+from trainers.config import Selection
 
 Messages = list[dict[str, str]]
 
@@ -292,15 +295,15 @@ class LocalTree:
         return [episode_success(state) for state in self.states.values()]
 
 
-def drive_tree(tree: TreeStates, n: int, sampler: Sampler, *, selection: str = "greedy",
+def drive_tree(tree: TreeStates, n: int, sampler: Sampler, *, selection: Selection = "greedy",
                rng: random.Random | None = None, max_steps: int = 10_000) -> RolloutResult:
     """The tree rollout's loop over ``tree`` (see the module docstring): at every agent step,
     one batched sampler call with every live problem's prompt, then every node expanded.
     Random selection draws its choices here, one per node in problem order, so where the
     states live does not change them. More than ``max_steps`` agent steps means an env that
     never ends: an error, not a hang."""
-    if selection not in ("greedy", "random"):
-        raise ValueError(f"selection must be 'greedy' or 'random', got {selection!r}")
+    if selection not in typing.get_args(Selection):
+        raise ValueError(f"selection must be one of {typing.get_args(Selection)}, got {selection!r}")
     rng = rng or random.Random(0)
     result = RolloutResult()
     for _ in range(max_steps + 1):

@@ -35,17 +35,16 @@ import math
 import random
 import sys
 import time
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
-from trainers.config import TrainConfig
+from trainers.config import Regime, TrainConfig
 from trainers.demonstrations import Demonstration, multi_agent_demonstrations, single_agent_demonstrations
-
-SFTRegime = Literal["shared", "per_role"]
 
 
 class SFTConfigError(ValueError):
@@ -76,7 +75,7 @@ class SFTConfig:
     (:class:`trainers.demonstrations.BriefInstructions`): 3-4x shorter prompts for a model
     trained from scratch, which cannot read the English anyway. An RL run from this warm
     start must use the same prompts (``benchmarks/learning.py`` does)."""
-    regime: SFTRegime = "shared"
+    regime: Regime = "shared"
     """``shared``: one model learns every role (and the single-agent view); ``per_role``: one
     model per role, each on its own role's demonstrations."""
     model: str = ""
@@ -127,8 +126,8 @@ class SFTConfig:
             problems.append(f"lr, min_lr: need 0 < min_lr <= lr <= 1, got lr={self.lr} min_lr={self.min_lr}")
         if self.warmup_steps < 0 or self.max_grad_norm <= 0:
             problems.append("warmup_steps must be >= 0 and max_grad_norm > 0")
-        if self.regime not in ("shared", "per_role"):
-            problems.append(f"regime: shared or per_role, got {self.regime!r}")
+        if self.regime not in typing.get_args(Regime):
+            problems.append(f"regime: one of {', '.join(typing.get_args(Regime))}, got {self.regime!r}")
         if problems:
             raise SFTConfigError("; ".join(problems))
 

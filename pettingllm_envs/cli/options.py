@@ -25,13 +25,27 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
+#: How a boolean may be written on the command line and in config files (any case).
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def bool_word(text: str) -> bool | None:
+    """The boolean ``text`` spells (:data:`TRUE_WORDS`, :data:`FALSE_WORDS`; any case, outer
+    spaces ignored), or None when it spells none."""
+    lowered = text.strip().lower()
+    if lowered in TRUE_WORDS:
         return True
-    if lowered in ("0", "false", "no", "off"):
+    if lowered in FALSE_WORDS:
         return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return None
+
+
+def parse_bool(text: str) -> bool:
+    value = bool_word(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return value
 
 
 def parse_json_object(text: str) -> dict[str, Any]:
