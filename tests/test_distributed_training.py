@@ -80,8 +80,9 @@ def test_distributed_run_equals_the_single_process_run_and_resumes_on_another_wo
     engine per policy: steps 1-2 give the single-process run's samples, advantages, metrics and
     weights; the checkpoint after step 2 (written once: the driver and each group's rank 0,
     renamed into place) resumes with 1 rank per policy and 1 rollout worker, and step 3 is the
-    uninterrupted single-process run's step 3."""
-    common = {"regime": "per_role", "checkpoint_every": 2}
+    uninterrupted single-process run's step 3. Held-out evaluations (after steps 2 and 3: episodes
+    on the driver, completions from the engines) equal the single-process ones too."""
+    common = {"regime": "per_role", "checkpoint_every": 2, "eval_every": 2, "eval_problems": 2}
     local = Trainer(config(tiny_model_dir, tmp_path / "local", steps=3, **common))
     start = {name: local.policies.snapshot(name) for name in local.policies.names}
     after_two: dict = {}
@@ -107,3 +108,4 @@ def test_distributed_run_equals_the_single_process_run_and_resumes_on_another_wo
         assert [steady(m) for m in logged] == [steady(m) for m in first_history + resumed_history]
         assert_same_run(tmp_path / "local", run, local_history, first_history + resumed_history)
         assert_close_weights(local, resumed)
+    assert [m["step"] for m in local_history if "eval/success_rate" in m] == [2, 3]
