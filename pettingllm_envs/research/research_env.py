@@ -48,7 +48,10 @@ question, steps, report, whether the report answered the sub-question, and its r
 ``last_action["parsed"]`` also carries ``delegation`` and ``sub_step``. When the episode
 ends the sub is credited ``reward_outcome`` once per delegation in ``rewards`` (like a
 board game's end-of-game reward), so the sub's AEC return equals the sum of its
-delegations' ``reward``.
+delegations' ``reward``. The module's ``delegation`` capability
+(:class:`pettingllm_envs.capabilities.Delegation`) is how M-GRPO reads these: ``main``
+delegates, ``sub`` serves, and :func:`delegation_served` / :func:`delegation_rewards` read
+``parsed["delegation"]`` and the per-delegation ``reward``.
 
 **Checking a sub-agent's report.** The env reads the sub-question with
 :func:`~pettingllm_envs.research.knowledge_base.interpret` (one named entity, the
