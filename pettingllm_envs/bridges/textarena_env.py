@@ -152,6 +152,8 @@ class StepOutcome:
     reason: str | None
     lines: dict[int, tuple[ViewLine, ...]]
     """New messages per player id."""
+    raised: bool = False
+    """TextArena raised: the game object may be half-changed and must be rebuilt."""
 
 
 class raw_env(TextAECEnv[GameInstance]):
@@ -164,14 +166,25 @@ class raw_env(TextAECEnv[GameInstance]):
     config_class = TextArenaConfig
     config: TextArenaConfig
     #: Views and the random state are immutable tuples that each step replaces, so copies share them.
-    shared_attributes = TextAECEnv.shared_attributes | {"spec", "views", "rng_state"}
+    shared_attributes = TextAECEnv.shared_attributes | {"spec", "prototype", "views", "rng_state", "game_actions"}
 
     def __init__(self, config: TextArenaConfig | None = None, *, render_mode: str | None = None, **overrides: Any):
         super().__init__(config, render_mode=render_mode, **overrides)
         self.spec: GameSpec = GAMES[self.config.game]
+        #: TextArena's game as made, before any reset: each episode starts from a copy (making one
+        #: re-imports and, for some games, re-reads data files).
+        self.prototype: Any = textarena.make(self.config.game + "-raw")
         self.game: Any = None
         self.rng_state: tuple = random.Random(0).getstate()
         self.views: dict[str, tuple[ViewLine, ...]] = {a: () for a in ROLES}
+        #: Every action text the game has processed this episode, to rebuild it if TextArena ever raises.
+        self.game_actions: tuple[str, ...] = ()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> raw_env:
+        if self.game is not None:  # TextArena's read-only data stays shared (``GameSpec.shared``)
+            for name in self.spec.shared:
+                memo[id(getattr(self.game, name))] = getattr(self.game, name)
+        return super().__deepcopy__(memo)
 
     # ------------------------------------------------------------ the game
     @contextmanager
@@ -187,11 +200,24 @@ class raw_env(TextAECEnv[GameInstance]):
             after.append(random.getstate())
             random.setstate(outer)
 
+    def _copy_game(self, game: Any) -> Any:
+        """A deep copy of TextArena's game that shares the attributes it only reads (``GameSpec.shared``)."""
+        memo = {id(getattr(game, name)): getattr(game, name) for name in self.spec.shared}
+        return copy.deepcopy(game, memo)
+
     def _new_game(self, seed: int) -> tuple[Any, tuple]:
+        game = self._copy_game(self.prototype)
         with self._game_random(random.Random(seed).getstate()) as after:
-            game = textarena.make(self.config.game + "-raw")
             game.reset(num_players=2, seed=seed)
         return game, after[0]
+
+    def _replay(self, instance: GameInstance, actions: tuple[str, ...]) -> tuple[Any, tuple]:
+        """The game of ``instance`` after ``actions`` (the game is deterministic given its random state)."""
+        game, rng_state = self._new_game(instance.seed)
+        for action in (*instance.opening, *actions):
+            game, rng_state, _ = self._step_game(game, rng_state, action)
+        self._drain(game)
+        return game, rng_state
 
     @staticmethod
     def _drain(game: Any) -> dict[int, tuple[ViewLine, ...]]:
@@ -203,22 +229,20 @@ class raw_env(TextAECEnv[GameInstance]):
         state.logs = []
         return lines
 
-    def _step_game(self, game: Any, rng_state: tuple, text: str, *, backup: bool = True
-                   ) -> tuple[Any, tuple, StepOutcome]:
-        """Apply ``text`` for the player to move; returns the game after it (the same object,
-        or, when TextArena raised, the copy taken before), the random state after it, and the
-        outcome. ``backup=False`` skips that copy, for games that are thrown away anyway."""
+    def _step_game(self, game: Any, rng_state: tuple, text: str) -> tuple[Any, tuple, StepOutcome]:
+        """Apply ``text`` for the player to move; returns the game after it, the random state
+        after it, and the outcome. When TextArena raises, the game may be half-changed: the
+        outcome says ``raised`` and the caller rebuilds the game (:meth:`_replay`) or drops it."""
         state = game.state
         pid = state.current_player_id
         errors_before = getattr(state, "error_count", 0)
         flagged_before = bool(state.game_info[pid].get("invalid_move"))
-        before = copy.deepcopy(game) if backup else game
         try:
             with self._game_random(rng_state) as after:
                 game.step(text)
         except Exception as error:  # a TextArena bug on odd input must not end the episode
             reason = f"the game could not process this action ({type(error).__name__}); it counts as invalid"
-            return before, rng_state, StepOutcome(True, reason, {0: (), 1: ()})
+            return game, rng_state, StepOutcome(True, reason, {0: (), 1: ()}, raised=True)
         lines = self._drain(game)
         state = game.state
         invalid = getattr(state, "error_count", 0) > errors_before or (
@@ -243,7 +267,7 @@ class raw_env(TextAECEnv[GameInstance]):
         pid = game.state.current_player_id
         legal, winning = [], []
         for action in self._candidates(game, pid):
-            trial, _, outcome = self._step_game(copy.deepcopy(game), rng_state, action, backup=False)
+            trial, _, outcome = self._step_game(self._copy_game(game), rng_state, action)
             if outcome.invalid:
                 continue
             legal.append(action)
@@ -284,7 +308,7 @@ class raw_env(TextAECEnv[GameInstance]):
         for action in instance.opening:
             game, rng_state, outcome = self._step_game(game, rng_state, action)
             views = {pid: views[pid] + outcome.lines[pid] for pid in (0, 1)}
-        self.game, self.rng_state = game, rng_state
+        self.game, self.rng_state, self.game_actions = game, rng_state, ()
         self.views = {ROLES[pid]: lines for pid, lines in views.items()}
         self.agent_selection = ROLES[game.state.current_player_id]
         self._legal_cache: tuple[int, list[str], list[str]] | None = None
@@ -292,6 +316,10 @@ class raw_env(TextAECEnv[GameInstance]):
     # -------------------------------------------------------------- actions
     def apply_action(self, agent: str, text: str) -> ActionResult:
         self.game, self.rng_state, outcome = self._step_game(self.game, self.rng_state, text)
+        if outcome.raised:  # back to the state before this action, as if it had been rejected
+            self.game, self.rng_state = self._replay(self.instance, self.game_actions)
+        else:
+            self.game_actions = (*self.game_actions, text)
         self.views = {ROLES[pid]: self.views[ROLES[pid]] + outcome.lines[pid] for pid in (0, 1)}
         self._legal_cache = None
         parsed = {"action": text[:200]}
