@@ -159,3 +159,34 @@ def test_engine_actors_sample_what_the_in_process_sampler_samples(ray_cluster, t
     finally:
         generator.close()
         pools.remove()
+
+
+def test_a_lora_engine_follows_the_pushed_adapter(ray_cluster, tiny_model_dir):
+    """Under LoRA only the adapter travels (its state dict), and the engine then samples what
+    the trainer's own model samples."""
+    import torch
+
+    from trainers.policy import PolicySet
+
+    config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=6, env=TOY, device="cpu", lora=True,
+                         regime="per_role")
+    dist = DistributedConfig(rollout_workers=1)
+    dist.validate()
+    pools = Pools(dist, ["second"])
+    generator = RayGenerator(config, dist, ["first", "second"], pools.engines)
+    try:
+        local = PolicySet(config, ["second"])
+        prompts = [local.encode_prompt([{"role": "user", "content": f"problem {i}"}]).ids for i in range(2)]
+        seeds = list(range(100, 106))
+        before = [g.completion_ids for g in local.generate("second", prompts, 3, seeds=seeds)]
+        with torch.no_grad():
+            for p in local.parameters("second"):
+                p.add_(torch.randn_like(p))
+        with local.active("second") as model:
+            generator.sync("second", model)
+        after = [g.completion_ids for g in local.generate("second", prompts, 3, seeds=seeds)]
+        assert after != before
+        assert [g.completion_ids for g in generator.generate("second", prompts, 3, seeds=seeds)] == after
+    finally:
+        generator.close()
+        pools.remove()
