@@ -47,8 +47,9 @@ from trainers.update import UpdateSettings, UpdateStats, trainable
 
 class RemotePolicies(PolicySet):
     """The driver's side of the run's policies (module docstring): the tokenizer, prompt
-    encoding and stop ids of :class:`~trainers.policy.PolicySet`; everything that touches
-    weights goes to the policy's training workers."""
+    encoding and stop ids of :class:`~trainers.policy.PolicySet`; saving, the optimiser state
+    and updates go to the policy's training workers. There is no model here: PolicySet's
+    sampling and scoring methods are not available (:meth:`active` says so)."""
 
     def __init__(self, config: TrainConfig, roles: Sequence[str], dist: DistributedConfig, pools: Pools, *,
                  init_dir: Path | None = None) -> None:
@@ -79,6 +80,10 @@ class RemotePolicies(PolicySet):
                 address, port = get(workers[0].rendezvous.remote(), self.timeout, f"training rank 0 of {name!r}")
                 get([w.join.remote(address, port, dist.torch_backend(), self.timeout) for w in workers], self.timeout,
                     f"the training group of {name!r} (joining torch.distributed)")
+
+    def active(self, name: str) -> Any:
+        """Not here: the driver holds no model (PolicySet's sampling and scoring run on the actors)."""
+        raise RuntimeError(f"policy {name!r} lives on its training workers; the driver has its tokenizer only")
 
     def rank0(self, name: str) -> Any:
         return self.groups[name][0]
