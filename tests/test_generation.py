@@ -390,3 +390,44 @@ def test_the_bench_suite_plays_through_the_server(server, tmp_path):
     assert row["episodes"] == 2 and row["completion_tokens"] > 0
     records = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
     assert all(r["replies"] for r in records)
+
+
+@pytest.mark.slow
+def test_pettingllm_serve_runs_as_a_command(tiny_model_dir):
+    """The plug-in command end to end: it starts, answers, and stops on Ctrl-C with status 0."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "pettingllm_envs", "serve", str(tiny_model_dir), "--port", "0",
+                             "--served-model-name", "tiny", "--max-new-tokens", "4"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        while line and "[serve]" not in line:
+            line = proc.stderr.readline()
+        assert "[serve]" in line, "serve exited before it listened"
+        base_url = line.split(" at ")[1].split()[0]
+        code, payload = raw_post(base_url + "/completions",
+                                 json.dumps({"model": "tiny", "prompt": "hi", "max_tokens": 4, "seed": 3}).encode())
+        assert code == 200 and 1 <= payload["usage"]["completion_tokens"] <= 4
+        code, payload = raw_post(base_url + "/completions",
+                                 json.dumps({"model": "tiny", "prompt": "hi", "max_tokens": 5}).encode())
+        assert code == 400 and "--max-new-tokens" in payload["error"]["message"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+
+
+def test_the_suites_hf_policy_is_the_in_process_greedy_sampler(tiny_model_dir, policies):
+    """``hf:`` specs reach the trainer's sampler through the ``pettingllm.model_policies`` entry
+    point: the env package finds it without importing trainers."""
+    from pettingllm_envs.evaluation.suite import build_policy
+
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "2+2?"}]
+    policy, usage = build_policy(f"hf:{tiny_model_dir}", "tictactoe_v0", "multi", 6, 0)
+    text = policy("2+2?", "player_x", {"messages": messages})
+    prompt = policies.encode_prompt(messages).ids
+    (expected,) = policies.generate("shared", [prompt], 1, temperature=0.0, max_new_tokens=6)
+    assert text == expected.text
+    assert usage == {"prompt_tokens": len(prompt), "completion_tokens": len(expected.completion_ids)}

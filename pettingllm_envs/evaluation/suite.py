@@ -29,7 +29,6 @@ same model; for the scripted and random policies it is not defined.
 from __future__ import annotations
 
 import csv
-import functools
 import json
 import os
 import statistics
@@ -39,6 +38,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -76,33 +76,19 @@ class SuiteConfig:
     """Extra config for every env (e.g. ``{"max_turns": 2}``)."""
 
 
-@functools.cache
-def _hf_model(path: str) -> tuple[Any, Any, threading.Lock]:
-    """Tokenizer, model and a lock, loaded once per path for the whole suite."""
-    try:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-    except ImportError as error:  # pragma: no cover - depends on the install
-        raise SystemExit("hf: policies need the train extra: pip install 'pettingllm-envs[train]'") from error
-    return AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path).eval(), threading.Lock()
+#: Entry-point group of the model backends behind ``<name>:<argument>`` policy specs: the
+#: entry point ``name`` is ``completer(argument, *, max_tokens, usage) -> complete(messages) -> str``.
+#: The env package loads no model itself; ``hf`` is the trainer's in-process sampler (greedy),
+#: declared in pyproject.toml.
+MODEL_POLICIES = "pettingllm.model_policies"
 
 
-def _hf_complete(path: str, max_tokens: int, usage: dict[str, int]) -> Callable[[list[dict[str, str]]], str]:
-    import torch
-
-    tokenizer, model, lock = _hf_model(path)
-
-    def complete(messages: list[dict[str, str]]) -> str:
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
-                                            return_dict=True)
-        with lock, torch.no_grad():  # one forward at a time; episodes still overlap their env work
-            out = model.generate(**ids, max_new_tokens=max_tokens, do_sample=False,
-                                 pad_token_id=tokenizer.pad_token_id)
-        completion = out[0, ids["input_ids"].shape[1]:]
-        usage["prompt_tokens"] += int(ids["input_ids"].shape[1])
-        usage["completion_tokens"] += int(completion.shape[0])
-        return tokenizer.decode(completion, skip_special_tokens=True)
-
-    return complete
+def _model_completer(name: str, argument: str, max_tokens: int,
+                     usage: dict[str, int]) -> Callable[[list[dict[str, str]]], str]:
+    found = [ep for ep in entry_points(group=MODEL_POLICIES) if ep.name == name]
+    if not found:
+        raise SystemExit(f"{name}: policies need the train extra: pip install 'pettingllm-envs[train]'")
+    return found[0].load()(argument, max_tokens=max_tokens, usage=usage)
 
 
 def build_policy(spec: str, env_id: str, mode: str, max_tokens: int, seed: int) -> tuple[Policy, dict[str, int]]:
@@ -121,7 +107,7 @@ def build_policy(spec: str, env_id: str, mode: str, max_tokens: int, seed: int) 
         complete: Callable[[list[dict[str, str]]], str] = client.complete
         multi: Policy = client
     elif spec.startswith("hf:"):
-        complete = _hf_complete(spec[3:], max_tokens, usage)
+        complete = _model_completer("hf", spec[3:], max_tokens, usage)
 
         def multi(observation: str, agent: str, info: dict[str, Any]) -> str:
             return complete(info.get("messages") or [{"role": "user", "content": str(observation)}])
