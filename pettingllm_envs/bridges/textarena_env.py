@@ -85,8 +85,10 @@ from pettingllm_envs.bridges.textarena_games import GAMES, UNAVAILABLE, GameSpec
 from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
 
 ROLES = ("player_0", "player_1")
-#: A line of a player's view: (sender id, text, TextArena's observation type name).
+#: A message TextArena sent a player: (sender id, text, TextArena's observation type name).
 ViewLine = tuple[int, str, str]
+#: A message as the player's view shows it: (observation type name, the text rendered once, when it arrived).
+ShownLine = tuple[str, str]
 #: Most candidates tried per legality check (generators and listed options are cut to this).
 MAX_CANDIDATES = 96
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
@@ -166,7 +168,8 @@ class raw_env(TextAECEnv[GameInstance]):
     config_class = TextArenaConfig
     config: TextArenaConfig
     #: Views and the random state are immutable tuples that each step replaces, so copies share them.
-    shared_attributes = TextAECEnv.shared_attributes | {"spec", "prototype", "views", "rng_state", "game_actions"}
+    shared_attributes = TextAECEnv.shared_attributes | {"spec", "prototype", "views", "rng_state", "game_actions",
+                                                        "legal_cache"}
 
     def __init__(self, config: TextArenaConfig | None = None, *, render_mode: str | None = None, **overrides: Any):
         super().__init__(config, render_mode=render_mode, **overrides)
@@ -176,7 +179,7 @@ class raw_env(TextAECEnv[GameInstance]):
         self.prototype: Any = textarena.make(self.config.game + "-raw")
         self.game: Any = None
         self.rng_state: tuple = random.Random(0).getstate()
-        self.views: dict[str, tuple[ViewLine, ...]] = {a: () for a in ROLES}
+        self.views: dict[str, tuple[ShownLine, ...]] = {a: () for a in ROLES}
         #: Every action text the game has processed this episode, to rebuild it if TextArena ever raises.
         self.game_actions: tuple[str, ...] = ()
 
@@ -184,6 +187,9 @@ class raw_env(TextAECEnv[GameInstance]):
         if self.game is not None:  # TextArena's read-only data stays shared (``GameSpec.shared``)
             for name in self.spec.shared:
                 memo[id(getattr(self.game, name))] = getattr(self.game, name)
+        # Infos are rebuilt at every step; afterwards only their top level changes (PettingZoo drops
+        # a done agent's entry), so the copy gets its own top level over the same per-agent dicts.
+        memo[id(self.infos)] = dict(self.infos)
         return super().__deepcopy__(memo)
 
     # ------------------------------------------------------------ the game
@@ -309,9 +315,9 @@ class raw_env(TextAECEnv[GameInstance]):
             game, rng_state, outcome = self._step_game(game, rng_state, action)
             views = {pid: views[pid] + outcome.lines[pid] for pid in (0, 1)}
         self.game, self.rng_state, self.game_actions = game, rng_state, ()
-        self.views = {ROLES[pid]: lines for pid, lines in views.items()}
+        self.views = {ROLES[pid]: self._shown(lines) for pid, lines in views.items()}
         self.agent_selection = ROLES[game.state.current_player_id]
-        self._legal_cache: tuple[int, list[str], list[str]] | None = None
+        self.legal_cache: tuple[int, tuple[str, ...], tuple[str, ...]] | None = None
 
     # -------------------------------------------------------------- actions
     def apply_action(self, agent: str, text: str) -> ActionResult:
@@ -320,8 +326,8 @@ class raw_env(TextAECEnv[GameInstance]):
             self.game, self.rng_state = self._replay(self.instance, self.game_actions)
         else:
             self.game_actions = (*self.game_actions, text)
-        self.views = {ROLES[pid]: self.views[ROLES[pid]] + outcome.lines[pid] for pid in (0, 1)}
-        self._legal_cache = None
+        self.views = {ROLES[pid]: self.views[ROLES[pid]] + self._shown(outcome.lines[pid]) for pid in (0, 1)}
+        self.legal_cache = None
         parsed = {"action": text[:200]}
         if outcome.invalid:
             return ActionResult(-self.config.illegal_move_penalty, valid=False, parsed=parsed,
@@ -362,12 +368,12 @@ class raw_env(TextAECEnv[GameInstance]):
     def is_done(self) -> bool:
         return bool(self.game.state.done)
 
-    def legal_actions(self) -> tuple[list[str], list[str]]:
+    def legal_actions(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The legal and the winning candidate moves of the player to move (cached per step)."""
-        if self._legal_cache is None or self._legal_cache[0] != len(self.history):
+        if self.legal_cache is None or self.legal_cache[0] != len(self.history):
             legal, winning = self._legal(self.game, self.rng_state)
-            self._legal_cache = (len(self.history), legal, winning)
-        return self._legal_cache[1], self._legal_cache[2]
+            self.legal_cache = (len(self.history), tuple(legal), tuple(winning))
+        return self.legal_cache[1], self.legal_cache[2]
 
     def extra_info(self, agent: str) -> dict[str, Any]:
         game: dict[str, Any] = {"name": self.config.game, "player_id": ROLES.index(agent),
@@ -380,7 +386,7 @@ class raw_env(TextAECEnv[GameInstance]):
 
     # -------------------------------------------------------------- views
     def role_instructions(self, agent: str) -> str:
-        prompt = "\n".join(text for _, text, kind in self.views[agent] if kind == "PROMPT")
+        prompt = "\n".join(text for kind, text in self.views[agent] if kind == "PROMPT")
         return (
             f"You are {agent} (Player {ROLES.index(agent)}) in the two-player TextArena game "
             f"{self.config.game}. Your whole reply is sent to the game as your move, so follow the move "
@@ -388,6 +394,11 @@ class raw_env(TextAECEnv[GameInstance]):
             "the game's own rules say when a rejected move loses. Win: +1, loss: -1, draw: 0. Lines quoted "
             "with '>' are a player's own words, not the game's.\n\nThe game's rules:\n" + prompt
         )
+
+    def _shown(self, lines: tuple[ViewLine, ...]) -> tuple[ShownLine, ...]:
+        """Render each message once, when it arrives (a view is re-read at every step, by every role)."""
+        return tuple((kind, text if kind == "PROMPT" else self._render_line(sender, text, kind))
+                     for sender, text, kind in lines)
 
     def _render_line(self, sender: int, text: str, kind: str) -> str:
         if sender != GAME_ID:  # a player's words, quoted line by line: they cannot pass for the game's
@@ -399,10 +410,10 @@ class raw_env(TextAECEnv[GameInstance]):
         return "\n".join(["[GAME] " + lines[0], *("    " + line for line in lines[1:])])
 
     def task_view(self, agent: str) -> str:
-        lines = [line for line in self.views[agent] if line[2] != "PROMPT"]
-        boards = [i for i, line in enumerate(lines) if line[2] == "GAME_BOARD"]
+        lines = [line for line in self.views[agent] if line[0] != "PROMPT"]
+        boards = [i for i, (kind, _) in enumerate(lines) if kind == "GAME_BOARD"]
         stale = set(boards[:-1])  # only the latest board is shown: earlier ones are history the state already holds
-        parts = [self._render_line(*line) for i, line in enumerate(lines) if i not in stale]
+        parts = [text for i, (_, text) in enumerate(lines) if i not in stale]
         if self.is_done():
             parts.append(f"[GAME] The game is over. Your result: {self.outcome(agent):+.0f}.")
         elif agent == self.agent_selection:
@@ -412,7 +423,7 @@ class raw_env(TextAECEnv[GameInstance]):
         return "What the game has shown you so far:\n" + "\n".join(parts)
 
     def render_state(self) -> str:
-        board = next((text for _, text, kind in reversed(self.views[ROLES[0]]) if kind == "GAME_BOARD"), "")
+        board = next((text for kind, text in reversed(self.views[ROLES[0]]) if kind == "GAME_BOARD"), "")
         rewards = self._rewards()
         return f"{self.config.game}, turn {self.turn}, to move: {self.agent_selection}\n{board}\nrewards: {rewards}"
 
