@@ -58,12 +58,24 @@ def test_research_votes_on_the_command_and_its_normalised_argument():
     assert keys[0] == keys[1] and keys[2] == ("DELEGATE", "who") and keys[3] is None and keys[4] is None
 
 
+def test_reasoning_gym_votes_on_the_answer_the_env_reads():
+    pytest.importorskip("reasoning_gym")
+    voting = capability("reasoning_gym_v0", Voting)
+    env = pettingllm_envs.make("reasoning_gym_v0", dataset="countdown")
+    env.reset(seed=0)
+    keys = voting.keys(env, "reasoner", ["so <answer>3 + 4</answer>", "<answer> 3  +\n4 </answer>", "no tag"])
+    assert keys == ["3 + 4", "3 + 4", None]
+    programs = ["```python\nprint('<answer>3 + 4</answer>')\n```", "```python\nraise SystemExit(2)\n```"]
+    assert voting.keys(env, "tool", programs) == ["3 + 4", None]
+
+
 def test_an_env_without_voting_is_refused_at_start_with_one_clear_line(capsys, tiny_model_dir):
     with pytest.raises(MissingCapability) as error:
         capability("sudoku_v0", Voting)
     message = str(error.value)
     assert "sudoku_v0 does not declare voting" in message and "pettingllm_envs.games.sudoku" in message
-    assert "code_v0, math_v0, research_v0" in message
+    declaring = message.split("envs that declare it: ")[1].split(", ")
+    assert {"code_v0", "math_v0", "research_v0"} <= set(declaring) and "sudoku_v0" not in declaring
     # The command refuses it before loading the model: one line, exit status 2.
     assert main(["self-consistency", "--model", str(tiny_model_dir), "--env", "sudoku_v0"]) == 2
     err = capsys.readouterr().err.strip()

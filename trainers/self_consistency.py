@@ -19,7 +19,7 @@ when two answers are one), and an env that declares none is refused when the com
 ``math_v0`` votes on the answer under :func:`pettingllm_envs.math.verify` (``1/2`` and ``0.5``
 are one vote); ``code_v0`` on a program's behaviour on the problem's public examples
 (:mod:`pettingllm_envs.code.voting`; hidden tests are never consulted); ``research_v0`` on the
-command and its normalised argument.
+command and its normalised argument; ``reasoning_gym_v0`` on the whitespace-normalised answer.
 
 A chain whose answer cannot be extracted casts no vote; a problem where nobody votes is
 scored as a failure. The winning bucket's first chain is the one the env scores, so any env

@@ -51,8 +51,11 @@ fills when it loads a problem (keyed by ``infos[agent]["problem_id"]``).
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from pettingzoo import AECEnv
 
 from pettingllm_envs.bridges.reasoning_gym_answers import extract_answer, normalise, program_answer, refusal
 from pettingllm_envs.bridges.reasoning_gym_datasets import (
@@ -64,8 +67,9 @@ from pettingllm_envs.bridges.reasoning_gym_datasets import (
     load_problem,
     supported_datasets,
 )
+from pettingllm_envs.capabilities import Voting
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
-from pettingllm_envs.core.tools import SHOWN_CODE_CHARS, ToolEnvConfig, run_tool_program
+from pettingllm_envs.core.tools import SHOWN_CODE_CHARS, ToolEnvConfig, program_answers, run_tool_program
 
 ROLES = ("reasoner", "tool")
 #: How much of a role's reply and answer later observations show.
@@ -260,6 +264,20 @@ def env(**config: Any) -> TextAECEnv:
 def parallel_env(**config: Any):
     """The Parallel API view: one parallel step is one agent's action (see pettingllm_envs.core)."""
     return make_parallel_env(env(**config))
+
+
+def answer_keys(env: AECEnv, agent: str, texts: Sequence[str]) -> list[str | None]:
+    """The answer each candidate action of ``agent`` gives, as the env reads it (the reasoner's
+    last ``<answer>``, the tool's program's output), whitespace-normalised: two answers are one
+    vote when the env would count them as agreeing. None for an action without an answer."""
+    if agent == "tool":
+        answers = program_answers(texts, env.unwrapped.config, program_answer)
+    else:
+        answers = [extract_answer(text)[0] for text in texts]
+    return [None if answer is None else normalise(answer) for answer in answers]
+
+
+voting = Voting(keys=answer_keys)
 
 
 def scripted_policy(observation: str, agent: str, info: dict[str, Any]) -> str:

@@ -3,7 +3,7 @@ env reads what it printed. Shared by every env that has a ``tool`` role."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -80,6 +80,19 @@ def run_tool_program(text: str, *, timeout: float, stdin: str = "", memory_mb: i
 
 
 Read = TypeVar("Read")
+
+
+def program_answers(
+    texts: Sequence[str], config: ToolEnvConfig, read: Callable[[str], Read | None]
+) -> list[Read | None]:
+    """What the program of each candidate tool action prints, read with ``read``: None where the
+    text has no code block, the program fails or ``read`` finds nothing (the actions the env
+    would reject). Steps no env: for comparing candidate actions, as self-consistency's vote does."""
+    answers: list[Read | None] = []
+    for text in texts:
+        run = run_tool_program(text, timeout=config.tool_timeout)
+        answers.append(read(run.stdout) if run.failure is None else None)
+    return answers
 
 
 def read_tool_output(text: str, config: ToolEnvConfig,

@@ -56,7 +56,7 @@ from pettingzoo import AECEnv
 
 from pettingllm_envs.capabilities import Voting
 from pettingllm_envs.core import SPLITS, ActionResult, Split, TextAECEnv, make_parallel_env, split_of, wrap_env
-from pettingllm_envs.core.tools import ToolEnvConfig, run_tool_program
+from pettingllm_envs.core.tools import ToolEnvConfig, program_answers, run_tool_program
 from pettingllm_envs.math.datasets import FORMATS, Format, MathProblem, load_dataset_file, load_hf_dataset
 from pettingllm_envs.math.generator import generate_problem
 from pettingllm_envs.math.verify import BOXED, extract_boxed, verify
@@ -322,8 +322,7 @@ def answer_keys(env: AECEnv, agent: str, texts: Sequence[str]) -> list[str | Non
     reasoner's ``\\boxed{}``, the tool's program's printed answer (run in the sandbox); None
     for an action the env would reject as invalid."""
     if agent == "tool":
-        runs = [run_tool_program(text, timeout=env.unwrapped.config.tool_timeout) for text in texts]
-        return [program_answer(run.stdout) if run.failure is None else None for run in runs]
+        return program_answers(texts, env.unwrapped.config, program_answer)
     return [extract_boxed(text) or None for text in texts]
 
 
