@@ -36,7 +36,7 @@ from pettingllm_envs.core.instances import SPLITS
 from pettingllm_envs.episodes import Episode, play_episode
 from pettingllm_envs.policies import NAMED_POLICIES
 from pettingllm_envs.progress import progress_bar
-from pettingllm_envs.registry import env_module, list_envs, make
+from pettingllm_envs.registry import list_envs, make
 
 __all__ = ["UsageError", "build_parser", "format_table", "main"]
 
@@ -49,10 +49,8 @@ RUN_LEGEND = ("success: share of episodes the env reports solved (games: a playe
 def _cmd_list(args: argparse.Namespace) -> int:
     rows = []
     for env_id in list_envs():
-        note = getattr(env_module(env_id), "listing_note", None)  # bridges: how many games/datasets they play
-        description = env_description(env_id) + (f" ({note()})" if callable(note) else "")
         capabilities = ", ".join(declared_capabilities(env_id)) or "-"
-        rows.append((env_id, ", ".join(env_roles(env_id)), capabilities, description))
+        rows.append((env_id, ", ".join(env_roles(env_id)), capabilities, env_description(env_id)))
     legend = "capabilities (declared by the env for tools beyond the AEC API): " + "; ".join(
         f"{kind.attribute}: {kind.purpose}" for kind in Capability.__subclasses__())
     print(format_table(["env", "roles (turn order)", "capabilities", "description"], rows, legend=legend))

@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium.spaces import Space, Text
 from pettingzoo import AECEnv
 
-from pettingllm_envs.cli.errors import UsageError
+from pettingllm_envs.cli.errors import UsageError, terminal_text
 from pettingllm_envs.policies import Policy, random_policy, scripted_policy
 from pettingllm_envs.registry import env_module, make
 
@@ -44,16 +44,20 @@ def env_roles(env_id: str) -> list[str]:
 
 def env_description(env_id: str) -> str:
     """The first line of the env module's docstring, else of its env class's or of the module
-    that defines that class (PettingZoo's classic envs document themselves there)."""
+    that defines that class (PettingZoo's classic envs document themselves there), followed by
+    what the module's ``listing_note()`` adds, if it has one (a bridge: how many games it plays);
+    Sphinx markup as plain text."""
     module = env_module(env_id)
     raw = getattr(module, "raw_env", None)
     owner = sys.modules.get(getattr(raw, "__module__", ""))
+    first = ""
     for doc in (module.__doc__, getattr(raw, "__doc__", None), getattr(owner, "__doc__", None)):
         lines = [line.strip().lstrip("#").strip() for line in (doc or "").splitlines()]
         first = next((line for line in lines if line), "")
         if first:
-            return first
-    return ""
+            break
+    note = getattr(module, "listing_note", None)
+    return terminal_text(f"{first} ({note()})" if callable(note) else first)
 
 
 def split_config(env_id: str, split: str) -> dict[str, str]:
