@@ -43,6 +43,8 @@ def main(argv):
 
 HELLO = Command(summary="greet someone (a third-party command)", main="hello_plugin:main",
                 parser="hello_plugin:build_parser")
+NEEDY = Command(summary="needs a library that is not installed", main="hello_plugin:main",
+                needs=("no_such_library_anywhere",))
 NOT_A_COMMAND = "a string"
 '''
 
@@ -50,6 +52,7 @@ ENTRY_POINTS = """[pettingllm.commands]
 hello = hello_plugin:HELLO
 broken = no_such_module_anywhere:COMMAND
 wrong-type = hello_plugin:NOT_A_COMMAND
+needy = hello_plugin:NEEDY
 run = hello_plugin:HELLO
 """
 
@@ -101,6 +104,7 @@ def third_party(third_party_site) -> dict[str, tuple[int, str, str]]:
     """What ``pettingllm`` does with the third-party distribution installed."""
     invocations = {"help": ["--help"], "hello": ["hello", "--name", "Ada"], "hello help": ["hello", "--help"],
                    "typo": ["hello", "--nme", "x"], "refused": ["hello", "--name", " "], "broken": ["broken"],
+                   "needy": ["needy"],
                    "run": ["run", "tictactoe_v0", "--episodes", "1"]}
     return dict(zip(invocations, pettingllm(third_party_site, *invocations.values()), strict=True))
 
@@ -116,7 +120,8 @@ def test_a_third_party_command_is_discovered_listed_and_run(third_party):
 
 
 def test_a_third_party_commands_mistakes_are_one_line(third_party):
-    for name, expected in (("typo", "did you mean '--name'"), ("refused", "--name must not be empty")):
+    for name, expected in (("typo", "did you mean '--name'"), ("refused", "--name must not be empty"),
+                           ("needy", "this command needs no_such_library_anywhere, which is not installed")):
         status, _, err = third_party[name]
         *warnings, error = err.splitlines()  # the warning: this site also has a plug-in named "run"
         assert status == 2 and error.startswith("pettingllm: error: ") and expected in error, err

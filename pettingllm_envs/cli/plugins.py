@@ -77,13 +77,15 @@ class Plugin:
     error: str = ""
 
 
-def require(modules: Iterable[str], hint: str) -> None:
-    """Import ``modules``; one that is not installed is a one-line usage error naming ``hint``."""
+def require(modules: Iterable[str], hint: str = "") -> None:
+    """Import ``modules``; one that is not installed is a one-line usage error naming ``hint``
+    (where it comes from) when there is one."""
     for module in modules:
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as error:
-            raise UsageError(f"this command needs {module}, which comes with {hint}") from error
+            where = f"which comes with {hint}" if hint else "which is not installed"
+            raise UsageError(f"this command needs {module}, {where}") from error
 
 
 def load_reference(reference: str) -> Any:
