@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from trainers.config import TrainConfig
-from trainers.metrics import update_metrics
+from trainers.metrics import action_reward_metrics, update_metrics
 from trainers.policy import PolicySet
 from trainers.update import UpdateHooks, UpdateSettings, UpdateStats, ppo_update, trainable
 
@@ -170,6 +170,8 @@ def test_update_metrics_sum_policies_and_name_each():
     assert metrics == {"loss": 0.75, "kl": 0.05, "clip_frac": 0.1, "samples/trained": 3,
                        "loss/main": 0.25, "samples/trained/main": 2, "grad_norm/main": 3.0,
                        "loss/sub": 0.5, "samples/trained/sub": 1, "grad_norm/sub": 1.0}
+    assert action_reward_metrics([("a", 1.0), ("b", 0.0), ("a", 0.5)]) == {
+        "reward/mean": 0.5, "reward/agent/a": 0.75, "reward/agent/b": 0.0}
     weighted = update_metrics({"shared": UpdateStats(tokens=4, is_weight_sum=3.0, is_truncated_tokens=1, is_tokens=4)})
     assert weighted["tis/weight_mean"] == 0.75 and weighted["tis/clip_frac"] == 0.25
 

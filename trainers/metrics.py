@@ -21,20 +21,24 @@ name                           quantity
 ``groups/degenerate_frac``     share of them whose rewards were all equal (zero advantages)
 ``groups/count/<level>``       M-GRPO: groups of one level
 ``groups/degenerate_frac/<level>``  M-GRPO: degenerate share of one level
+``reward/mean``                mean reward of the rollout's actions (each action's own reward)
+``reward/agent/<role>``        the same for one role's actions
 ``samples``                    training samples the rollout produced
 ``tokens``                     completion tokens the rollout produced
 ``rollout/success_rate``       success rate of independently sampled episodes (the policy's)
 ``time/generate``, ``time/env``, ``time/update``, ``time/step``  seconds of the step
 =============================  ==============================================================
 
-Trainer-specific names (``reward/agent/<role>``, ``tree/success_rate``, ``eval/...``) and
+Trainer-specific names (``reward/turn/<t>``, ``tree/success_rate``, ``eval/...``) and
 M-GRPO-specific ones (``reward/main``, ``reward/sub``, ``delegations/mean``, ``alignment/...``)
 are documented where they are computed. Pure functions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 
 from trainers.update import UpdateStats
 
@@ -56,6 +60,17 @@ def update_metrics(stats: Mapping[str, UpdateStats]) -> dict[str, float]:
         metrics[f"loss/{name}"] = s.loss
         metrics[f"samples/trained/{name}"] = s.samples
         metrics[f"grad_norm/{name}"] = s.grad_norm
+    return metrics
+
+
+def action_reward_metrics(rewards: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """``reward/mean`` and ``reward/agent/<role>`` of the actions' ``(role, reward)`` pairs."""
+    by_agent: dict[str, list[float]] = defaultdict(list)
+    for agent, reward in rewards:
+        by_agent[agent].append(reward)
+    every = [r for values in by_agent.values() for r in values]
+    metrics = {"reward/mean": statistics.fmean(every) if every else 0.0}
+    metrics.update({f"reward/agent/{a}": statistics.fmean(v) for a, v in sorted(by_agent.items())})
     return metrics
 
 

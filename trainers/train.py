@@ -32,7 +32,7 @@ from trainers.advantages import group_advantages, group_key
 from trainers.config import ConfigError, TrainConfig, load_config
 from trainers.evaluation import evaluation_metrics
 from trainers.generation import Generation, Generator, build_generator
-from trainers.metrics import group_metrics, update_metrics
+from trainers.metrics import action_reward_metrics, group_metrics, update_metrics
 from trainers.policy import PolicySet
 from trainers.rollout import (
     LocalTree,
@@ -100,14 +100,11 @@ def reward_metrics(samples: Sequence[Sample], successes: Sequence[bool],
     """Mean reward overall, per agent and per turn, and the rollout's success rate under
     ``success_metric`` (``tree/success_rate`` for tree rollouts: the best-of-N search's, not
     the policy's; ``eval/success_rate`` is the policy's) (pure)."""
-    metrics = {"reward/mean": statistics.fmean(s.reward for s in samples) if samples else 0.0,
+    metrics = {**action_reward_metrics((s.agent, s.reward) for s in samples),
                success_metric: statistics.fmean(successes) if successes else 0.0}
-    by_agent: dict[str, list[float]] = defaultdict(list)
     by_turn: dict[int, list[float]] = defaultdict(list)
     for s in samples:
-        by_agent[s.agent].append(s.reward)
         by_turn[s.turn].append(s.reward)
-    metrics.update({f"reward/agent/{a}": statistics.fmean(v) for a, v in sorted(by_agent.items())})
     metrics.update({f"reward/turn/{t}": statistics.fmean(v) for t, v in sorted(by_turn.items())})
     return metrics
 

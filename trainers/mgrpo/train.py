@@ -14,8 +14,9 @@ The env names its main agent and sub-agent through its
 before a model loads). Every policy is updated by the trainers' one PPO update
 (:func:`trainers.update.ppo_update`, the same rules, settings and old log-probs as AT-GRPO's
 ``Trainer``), and a step's ``metrics.jsonl`` line uses :mod:`trainers.metrics`' names, with
-``<level>`` ``main`` / ``sub`` (or ``shared``), plus M-GRPO's own: ``reward/main`` (mean final
-reward of the main agent per rollout), ``reward/sub`` (mean delegation reward),
+``<level>`` ``main`` / ``sub`` (or ``shared``; ``reward/agent/<role>`` uses the env's role
+names), plus M-GRPO's own: ``reward/main`` (mean final reward of the main agent per
+rollout), ``reward/sub`` (mean delegation reward),
 ``delegations/mean`` (per rollout) and ``alignment/slots|padded|empty|dropped``.
 
 :func:`run_local` runs everything in this process. :func:`run_two_process` is the
@@ -54,7 +55,7 @@ from pettingllm_envs.cli.errors import UsageError
 from trainers.config import ConfigError, config_from_args
 from trainers.config import build_parser as config_parser
 from trainers.generation import build_generator
-from trainers.metrics import group_metrics, update_metrics
+from trainers.metrics import action_reward_metrics, group_metrics, update_metrics
 from trainers.mgrpo.alignment import BatchStats, PolicySample, main_batch, single_agent_batch, sub_batch
 from trainers.mgrpo.config import MODES, MGRPOConfig
 from trainers.mgrpo.rollout import HierarchicalRollout, Key, Outcome, hierarchical_rollout
@@ -164,12 +165,13 @@ def outcome_metrics(outcomes: dict[Key, Outcome]) -> dict[str, float]:
     }
 
 
-def step_metrics(step: int, outcomes: dict[Key, Outcome], levels: Mapping[str, BatchStats],
+def step_metrics(step: int, rollout: HierarchicalRollout, levels: Mapping[str, BatchStats],
                  updates: Mapping[str, UpdateStats], *, tokens: int, seconds: Mapping[str, float]) -> dict[str, float]:
     """One ``metrics.jsonl`` line (module docstring): ``levels`` is each level's batch
     statistics, ``updates`` each updated policy's (a frozen sub-agent has none), ``seconds``
     the step's ``time/<name>`` figures (pure)."""
-    metrics: dict[str, float] = {"step": step, **outcome_metrics(outcomes)}
+    metrics: dict[str, float] = {"step": step, **outcome_metrics(rollout.outcomes),
+                                 **action_reward_metrics((t.agent, t.reward) for t in rollout.turns)}
     metrics.update(group_metrics(sum(s.groups for s in levels.values()), sum(s.degenerate for s in levels.values())))
     for level, s in levels.items():
         metrics.update(group_metrics(s.groups, s.degenerate, level=level))
@@ -226,7 +228,7 @@ def run_local(cfg: MGRPOConfig) -> list[dict[str, float]]:
                 updates["sub"] = sub.update(sbatch)
         seconds = {"generate": rollout.seconds_generate, "env": rollout.seconds_env,
                    "update": time.perf_counter() - update_start, "step": time.perf_counter() - start}
-        metrics = step_metrics(step + 1, rollout.outcomes, levels, updates,
+        metrics = step_metrics(step + 1, rollout, levels, updates,
                                tokens=_tokens([t.completion for t in rollout.turns]), seconds=seconds)
         _log(run_dir, METRICS, metrics)
         history.append(metrics)
@@ -292,7 +294,7 @@ def run_main_side(cfg: MGRPOConfig) -> list[dict[str, float]]:
                 updates["sub"] = UpdateStats(**side["update"])
             seconds = {"generate": rollout.seconds_generate, "env": rollout.seconds_env,
                        "update": seconds_update + side["seconds_update"], "step": time.perf_counter() - start}
-            metrics = step_metrics(step + 1, rollout.outcomes, {"main": stats, "sub": BatchStats(**side["batch"])},
+            metrics = step_metrics(step + 1, rollout, {"main": stats, "sub": BatchStats(**side["batch"])},
                                    updates, tokens=_tokens([t.completion for t in rollout.turns]) + side["tokens"],
                                    seconds=seconds)
             _log(run_dir, METRICS, metrics)
