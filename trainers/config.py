@@ -1,4 +1,11 @@
-"""The trainer's configuration: one dataclass, loadable from YAML, overridable from the CLI.
+"""The trainers' configuration: dataclasses loadable from YAML, overridable from the CLI.
+
+:class:`PolicyConfig` holds the fields every trainer shares (the task, the policies,
+sampling, advantages, the PPO loss and update, the run); :class:`TrainConfig` (AT-GRPO) and
+:class:`~trainers.mgrpo.config.MGRPOConfig` extend it. :func:`check_field`,
+:func:`build_parser`, :func:`load_config` and :func:`config_from_args` work on any of them
+(types from the annotations, ranges from the class's ``bounds``), so every command checks its
+options, from YAML or the command line, with the same rules and one-line errors.
 
 Every field says what it does and why. Defaults are sized for a CPU smoke run with the
 tiny model (``pettingllm tiny-model DIR``); real runs raise ``problems_per_step``,
