@@ -59,7 +59,11 @@ opponent, not an oracle (TextArena has no solver for its games).
 to both). Every line of them is quoted with ``> `` under a ``[Player k wrote]`` header, and
 every line of the game's own messages after their first is indented, so a line that
 starts with ``[GAME]`` is always the game's: a reply cannot forge a game message, a board
-or a result in the opponent's view. Rewards come only from TextArena's game state.
+or a result in the opponent's view. Rewards come only from TextArena's game state. (The
+quoting matters: TextArena deletes the tags ``[GAME]`` and ``[Player k]`` from a player's
+words once, so a nested tag such as ``[GA[GAME]ME]`` comes out as ``[GAME]``.) As in
+TextArena, a player's whole reply reaches the opponent: in games of hidden information a
+reply that reasons about its own cards tells them to the other player.
 
 **Self-play.** One shared policy can play both seats: AT-GRPO groups by (problem, agent,
 turn), so each seat's candidates are normalised only against the same seat's, from the
