@@ -465,10 +465,12 @@ def _as_yaml(name: str, value: Any, kind: type) -> Any:
     return value
 
 
-def check_field(name: str, value: Any, cls: type[PolicyConfig] = TrainConfig) -> Any:
+def check_field(name: str, value: Any, cls: type = TrainConfig) -> Any:
     """``value`` coerced to the type of field ``name`` of config class ``cls`` and checked
     against its range (``cls.bounds``) (pure); raises :class:`ConfigError` naming the field, the
-    value and what is allowed (for a choice, the closest allowed value too)."""
+    value and what is allowed (for a choice, the closest allowed value too). ``cls`` is any
+    config dataclass (not only a :class:`PolicyConfig`) whose class maps each numeric field to
+    its :class:`Bound` in ``bounds``."""
     tp = field_types(cls)[name]
     args = typing.get_args(tp)
     if typing.get_origin(tp) is Literal:
@@ -528,7 +530,7 @@ def config_field_docs(cls: type) -> dict[str, str]:
 
 
 def build_parser(prog: str = "pettingllm train", description: str = "Train LLM policies on an env with AT-GRPO.",
-                 cls: type[PolicyConfig] = TrainConfig) -> argparse.ArgumentParser:
+                 cls: type = TrainConfig) -> argparse.ArgumentParser:
     """``--config FILE.yaml`` plus one ``--field-name VALUE`` option per field of config class
     ``cls``. Values stay strings here; :func:`config_from_args` coerces and checks them, so the
     command line and YAML share one set of rules and one kind of error (:class:`ConfigError`)."""
@@ -551,8 +553,8 @@ def build_parser(prog: str = "pettingllm train", description: str = "Train LLM p
     return parser
 
 
-#: A config class of this module's machinery.
-ConfigT = typing.TypeVar("ConfigT", bound=PolicyConfig)
+#: A config class of this module's machinery: a dataclass with ``bounds`` and ``validate()``.
+ConfigT = typing.TypeVar("ConfigT")
 
 
 def load_config(argv: Sequence[str] | None = None, *, base: dict[str, Any] | None = None,
