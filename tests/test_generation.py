@@ -285,6 +285,7 @@ def test_the_server_answer_is_checked_before_it_reaches_the_update():
     vllm_style = {"tokens": ["token_id:97", "token_id:1"], "token_logprobs": [-0.1, -0.2]}
     assert parse(choice(finish_reason="stop", logprobs=vllm_style)) == ([97, 1], [-0.1, -0.2])
     assert parse(choice(finish_reason="stop")) == ([97, 98, 1], None)  # text only: re-tokenized, stop appended
+    assert parse(choice(text="abcdef")) == ([97, 98, 99, 100], None)  # re-tokenized past the budget: cut to it
     bad = {
         "no choice": {"choices": []},
         "two choices": {"choices": [{"text": "a"}, {"text": "b"}]},

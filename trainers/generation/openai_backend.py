@@ -15,7 +15,9 @@ What comes back, and what is made of it:
   ``return_token_ids``) or the ``logprobs.tokens`` spelled ``token_id:<id>`` (vLLM's
   ``return_tokens_as_token_ids``; ``pettingllm serve`` answers both);
 * otherwise the text, re-tokenized with the trainer's tokenizer (the ids the policy would
-  have had to emit to write it; the update scores those), and no log-probs;
+  have had to emit to write it; the update scores those) and cut to the completion budget
+  (another tokenizer's text can take more of ours), and no log-probs; the env then gets the
+  decoded ids, so the action and the trained tokens always agree;
 * per-token log-probs (``logprobs.token_logprobs``, requested with ``logprobs: 1``) when
   the ids came back with them. They must be at the sampling temperature (``vllm serve
   --logprobs-mode processed_logprobs``; vLLM's default is the raw model's) for the truncated
@@ -42,6 +44,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -93,7 +96,7 @@ def parse_completion(payload: dict[str, Any], *, where: str, tokenize: Any, stop
         ids = [int(_TOKEN_ID.fullmatch(t).group(1)) for t in tokens]  # type: ignore[union-attr]
     values: list[float] | None = None
     if ids is None:
-        ids = list(tokenize(text))
+        ids = list(tokenize(text))[:max_tokens]
     else:
         if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < vocab_size for i in ids):
             raise EndpointError(f"{where}: token ids outside the vocabulary of {vocab_size}: {str(ids)[:300]}")
@@ -104,8 +107,8 @@ def parse_completion(payload: dict[str, Any], *, where: str, tokenize: Any, stop
                 raise EndpointError(f"{where}: expected {len(ids)} finite log-probs <= 0, got "
                                     f"{str(token_logprobs)[:300]}")
             values = [float(v) for v in token_logprobs]
-    if len(ids) > max_tokens:
-        raise EndpointError(f"{where}: {len(ids)} completion tokens for a budget of {max_tokens}")
+        if len(ids) > max_tokens:
+            raise EndpointError(f"{where}: {len(ids)} completion tokens for a budget of {max_tokens}")
     if finish == "stop" and (not ids or ids[-1] not in stop_ids) and len(ids) < max_tokens:
         ids = [*ids, stop_ids[0]]  # the stop the server left out: the policy must learn to emit it
         values = None
@@ -137,6 +140,9 @@ class OpenAIGenerator:
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.timeout, self.retries = timeout, retries
         self.policy: str | None = None
+        # A fast tokenizer is not safe for concurrent calls (its padding state is shared); the
+        # request threads take turns.
+        self._tokenizer_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="openai-generator")
 
     @classmethod
@@ -157,7 +163,8 @@ class OpenAIGenerator:
         return generator
 
     def _tokenize(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        with self._tokenizer_lock:
+            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _complete(self, prompt: Sequence[int], seed: int | None) -> Generation:
         url = f"{self.base_url}/completions"
@@ -171,7 +178,8 @@ class OpenAIGenerator:
                                 "sampling needs them to correct for the server's stale policy: serve with vLLM "
                                 "(--logprobs-mode processed_logprobs) or pettingllm serve, or set "
                                 "importance_sampling=none to train on uncorrected off-policy samples")
-        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        with self._tokenizer_lock:
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
         return Generation(list(prompt), ids, logprobs, text)
 
     def generate(self, policy: str, prompts: Sequence[Sequence[int]], n: int, *,
