@@ -140,6 +140,8 @@ def test_unsupported_scorers_really_fail_as_listed(tmp_path):
     for name, reason in catalogue.UNSUPPORTED.items():
         if "no reference answer" in reason:
             assert _dataset(name)[0]["answer"] is None, name
+    with pytest.raises(AssertionError, match="at least one dataset"):
+        _dataset("composite")  # a mixture: nothing to play without its datasets in the config
     for name, item in catalogue.UNSEEDED_ITEMS.items():
         assert name in catalogue.UNSUPPORTED
         regenerated = {json.dumps(_dataset(name)[item], default=str) for _ in range(4)}

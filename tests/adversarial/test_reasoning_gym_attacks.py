@@ -243,7 +243,7 @@ def hostile_answers(env: Any) -> list[str]:
 
 
 @pytest.mark.parametrize("dataset", [*DATASETS, *(pytest.param(name, marks=pytest.mark.slow) for name in (
-    "futoshiki", "mahjong_puzzle", "needle_haystack", "list_functions", "sokoban", "tower_of_hanoi", "n_queens",
+    "futoshiki", "mahjong_puzzle", "needle_haystack", "number_sequence", "sokoban", "tower_of_hanoi", "n_queens",
     "spiral_matrix", "number_sorting", "jugs", "cryptarithm", "kakurasu", "survo"))])
 def test_hostile_answers_of_the_longest_allowed_length_are_scored_as_wrong(dataset):
     env = raw(dataset, 0)
