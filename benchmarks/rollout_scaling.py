@@ -20,8 +20,8 @@ the actors' imports and model loads) is reported separately as ``setup_s``: it i
 per run, not per step.
 
 Run: ``python -m benchmarks.rollout_scaling [--env plan_path_v0 --problems 8 --n 4
---max-new-tokens 16 --steps 4 --rollout-workers 2 --engines 2 --shape tiny]``. Results go to
-``benchmarks/results/rollout_scaling.json``.
+--max-new-tokens 16 --steps 4 --rollout-workers 2 --engines 2 --shape tiny --threads 0 --out
+PATH]``. Results go to ``benchmarks/results/rollout_scaling.json`` unless ``--out`` says otherwise.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--threads", type=int, default=0,
                         help="torch threads of the single-process path (0: torch's default, one per core); the "
                              "engine actors use one each (Ray sets OMP_NUM_THREADS to their CPU reservation)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the JSON goes")
     args = parser.parse_args(argv)
 
     import ray
@@ -127,8 +128,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_average_1min": os.getloadavg()[0]},
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return result
 

@@ -19,7 +19,6 @@ weights). NCCL broadcasts from the trainer to the engines are not implemented (d
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,6 +52,18 @@ def weight_state(model: Any, policy: str, *, lora: bool, merged: bool) -> Any:
     return {k: v.detach().cpu().clone() for k, v in state.items()}
 
 
+def generation_config_of(model: str) -> Any:
+    """The generation config ``from_pretrained`` gives ``model`` (its ``generation_config.json``,
+    else one derived from its config), read without loading the weights: the stop ids of
+    :func:`trainers.policy.stop_token_ids` come from it."""
+    from transformers import AutoConfig, GenerationConfig
+
+    try:
+        return GenerationConfig.from_pretrained(model)
+    except OSError:
+        return GenerationConfig.from_model_config(AutoConfig.from_pretrained(model))
+
+
 class GenerationEngine:
     """The actor: the run's generation backend for one policy (module docstring)."""
 
@@ -63,18 +74,15 @@ class GenerationEngine:
         self.policy = policy
         self.policies: Any = None
         if config.generation_backend == "vllm":
-            from transformers import AutoTokenizer, GenerationConfig
+            from transformers import AutoTokenizer
 
             from trainers.generation.vllm_backend import VLLMGenerator
             from trainers.policy import stop_token_ids
 
-            try:
-                generation_config = GenerationConfig.from_pretrained(config.model)
-            except OSError:  # no generation_config.json: the tokenizer's eos alone
-                generation_config = None
             self.generator: Any = VLLMGenerator(
                 config.model, temperature=config.temperature, max_new_tokens=config.max_new_tokens,
-                stop_token_ids=stop_token_ids(AutoTokenizer.from_pretrained(config.model), generation_config),
+                stop_token_ids=stop_token_ids(AutoTokenizer.from_pretrained(config.model),
+                                              generation_config_of(config.model)),
                 seed=config.seed, dtype=config.dtype, gpu_memory_utilization=config.vllm_gpu_memory_utilization,
                 policy=policy)
         else:
@@ -120,11 +128,12 @@ class RayGenerator:
             for name, pool in slots.items()}
         for name, engines in self.engines.items():
             get([engine.ready.remote() for engine in engines], self.timeout, f"the generation engines of {name!r}")
-        self.seconds_sync = 0.0
 
     def generate(self, policy: str, prompts: Sequence[Sequence[int]], n: int, *,
                  seeds: Sequence[int] | None = None) -> list[Generation]:
         check_seeds(prompts, n, seeds)
+        if not prompts:
+            return []
         engines = self.engines[policy]
         count = min(len(engines), len(prompts))
         bounds = [len(prompts) * k // count for k in range(count + 1)]
@@ -137,10 +146,8 @@ class RayGenerator:
     def push(self, policy: str, state_ref: Any) -> None:
         """Every engine of ``policy`` loads the weights in ``state_ref`` (an object-store
         reference to :func:`weight_state` output) before its next call."""
-        start = time.perf_counter()
         get([engine.load_weights.remote(state_ref) for engine in self.engines[policy]], self.timeout,
             f"the generation engines of {policy!r} (loading weights)")
-        self.seconds_sync += time.perf_counter() - start
 
     def sync(self, policy: str, model: Any) -> None:
         """Push the weights of an in-process ``model`` (the distributed trainer pushes its rank-0

@@ -27,6 +27,7 @@ holds the whole optimiser state, a checkpoint resumes on any world size.
 
 from __future__ import annotations
 
+import functools
 import socket
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -82,10 +83,10 @@ def _reduce_bucket(grads: list[torch.Tensor]) -> None:
         offset += g.numel()
 
 
-def all_reduce_totals(tokens: float, sequences: float) -> tuple[float, float]:
+def all_reduce_totals(tokens: float, sequences: float, *, device: torch.device) -> tuple[float, float]:
     """The whole batch's normalisers: the ranks' token and sequence counts summed (float64,
-    exact for any count a batch can have)."""
-    totals = torch.tensor([tokens, sequences], dtype=torch.float64)
+    exact for any count a batch can have), on ``device`` (NCCL reduces GPU tensors only)."""
+    totals = torch.tensor([tokens, sequences], dtype=torch.float64, device=device)
     dist.all_reduce(totals, op=dist.ReduceOp.SUM)
     return float(totals[0]), float(totals[1])
 
@@ -128,7 +129,8 @@ class TrainWorker:
         if self.world_size == 1:
             hooks = UpdateHooks()
         else:
-            hooks = UpdateHooks(reduce_totals=all_reduce_totals, reduce_gradients=all_reduce_gradients)
+            hooks = UpdateHooks(reduce_totals=functools.partial(all_reduce_totals, device=self.policies.device),
+                                reduce_gradients=all_reduce_gradients)
         return asdict(ppo_update(self.policies, self.policy, shard, settings, hooks=hooks))
 
     def weights(self, merged: bool) -> Any:

@@ -36,7 +36,7 @@ from typing import Any
 from trainers.config import TrainConfig
 from trainers.distributed.cluster import Pools, connect, get, import_ray
 from trainers.distributed.config import DistributedConfig, check_layout
-from trainers.distributed.engine import RayGenerator
+from trainers.distributed.engine import RayGenerator, generation_config_of
 from trainers.distributed.rollout import EnvFactory, RemoteTree, RolloutPool
 from trainers.distributed.train_worker import TrainSample, TrainWorker, combine_stats, shard
 from trainers.policy import PolicySet, stop_token_ids
@@ -53,7 +53,7 @@ class RemotePolicies(PolicySet):
 
     def __init__(self, config: TrainConfig, roles: Sequence[str], dist: DistributedConfig, pools: Pools, *,
                  init_dir: Path | None = None) -> None:
-        from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+        from transformers import AutoTokenizer
 
         self.config = config
         self.role_to_policy = config.policy_for_roles(roles)
@@ -61,10 +61,7 @@ class RemotePolicies(PolicySet):
         self.tokenizer = AutoTokenizer.from_pretrained(config.model)
         pad = self.tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.tokenizer.eos_token_id)
-        try:  # what from_pretrained gives the model: its generation_config.json, else its config's
-            self.generation_config = GenerationConfig.from_pretrained(config.model)
-        except OSError:
-            self.generation_config = GenerationConfig.from_model_config(AutoConfig.from_pretrained(config.model))
+        self.generation_config = generation_config_of(config.model)
         self.eos_ids = stop_token_ids(self.tokenizer, self.generation_config)
         self.timeout = dist.call_timeout_s
         ray = import_ray()
