@@ -196,7 +196,11 @@ def test_unknown_and_unavailable_games_are_refused_with_the_reason():
 
 
 def test_no_game_opens_a_network_connection(monkeypatch):
-    """Every playable game runs offline: a connection attempt fails the test."""
+    """Every playable game runs offline: a connection attempt fails the test (and since a library may
+    swallow that error, no playable game's module downloads NLTK data or calls OpenRouter)."""
+    for game in GAMES:
+        source = _source(game)
+        assert "nltk.download" not in source and "word_lists" not in source and "OpenRouter" not in source, game
 
     def refuse(*args, **kwargs):
         raise AssertionError("a TextArena game tried to open a network connection")
