@@ -55,8 +55,14 @@ from trainers.seeding import SEED_BITS, derive_seed
 
 #: OpenAI's default completion budget when a request names none.
 DEFAULT_MAX_TOKENS = 16
-#: Most completions one request may ask for.
+#: Most completions one request may ask for (``n`` times its number of prompts): the one sampling
+#: thread serves requests in turn, so a bigger request would hold every other client up.
 MAX_N = 128
+#: Largest request body read (a full batch of the longest prompts as token ids fits many times over).
+MAX_BODY_BYTES = 32 * 2**20
+#: Seconds a connection may take to send its request: a client that announces more body than
+#: it sends gets a 408 instead of holding a thread open forever.
+REQUEST_TIMEOUT_S = 60.0
 
 
 class RequestError(ValueError):
@@ -89,6 +95,14 @@ def _number(body: dict[str, Any], name: str, default: float, *, integer: bool = 
     if isinstance(value, bool) or not isinstance(value, int | float) or (integer and not isinstance(value, int)):
         raise RequestError(f"{name!r} must be {'an integer' if integer else 'a number'}, got {value!r}")
     return value
+
+
+def _check_text(text: str, what: str) -> None:
+    """JSON may carry lone surrogates (``"\\ud800"``), which no tokenizer can encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise RequestError(f"{what} is not valid Unicode text ({error.reason} at position {error.start})") from None
 
 
 class PolicyServer:
@@ -207,7 +221,8 @@ class PolicyServer:
         if body.get("stop"):
             raise RequestError("'stop' strings are not supported: completions end at the model's stop ids")
         stops = body.get("stop_token_ids") or []
-        if not isinstance(stops, list) or not set(stops) <= set(self.policies.eos_ids):
+        if not isinstance(stops, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in stops) or (
+                not set(stops) <= set(self.policies.eos_ids)):
             raise RequestError(f"'stop_token_ids' must be a subset of the model's stop ids {self.policies.eos_ids}, "
                                f"got {stops!r}")
         if body.get("model") != self.model_name:
@@ -224,6 +239,7 @@ class PolicyServer:
         out = []
         for item in prompt:
             if isinstance(item, str):
+                _check_text(item, "a prompt")
                 with self._tokenizer_lock:
                     ids = list(self.policies.tokenizer(item)["input_ids"])
             elif isinstance(item, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in item):
@@ -252,6 +268,9 @@ class PolicyServer:
             raise RequestError(f"'logprobs' must be a non-negative integer, got {logprobs!r}")
         as_ids, with_ids = bool(body.get("return_tokens_as_token_ids")), bool(body.get("return_token_ids"))
         n = fields.pop("n")
+        if n * len(prompts) > MAX_N:
+            raise RequestError(f"a request may ask for at most {MAX_N} completions ('n' times the number of "
+                               f"prompts), got {n} x {len(prompts)}")
         generations = self.sample(prompts, n, **fields)
         choices = []
         for index, generation in enumerate(generations):
@@ -278,6 +297,8 @@ class PolicyServer:
             raise RequestError("'messages' must be a non-empty list of {role, content} objects with string values")
         if body.get("logprobs"):
             raise RequestError("chat log-probs are not served; use /v1/completions with 'logprobs'")
+        for message in messages:
+            _check_text(message["role"] + message["content"], "a message")
         with self._tokenizer_lock:
             prompt = self.policies.encode_prompt([{"role": m["role"], "content": m["content"]} for m in messages]).ids
         n = fields.pop("n")
@@ -301,6 +322,7 @@ class PolicyServer:
 
 class _Handler(BaseHTTPRequestHandler):
     server_state: PolicyServer
+    timeout = REQUEST_TIMEOUT_S  # socket timeout of every read and write of the connection
 
     def log_message(self, *args: Any) -> None:  # no line per request on stderr
         pass
@@ -332,8 +354,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= MAX_BODY_BYTES:
+            self._error(413 if length > MAX_BODY_BYTES else 400,
+                        f"the Content-Length must be a byte count in [0, {MAX_BODY_BYTES}]")
+            return
+        try:
             body = json.loads(self.rfile.read(length)) if length else None
-        except (ValueError, UnicodeDecodeError):
+        except TimeoutError:
+            self._error(408, f"the request body did not arrive within {self.timeout:g} s")
+            return
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting too deep to decode
             self._error(400, "the request body is not JSON")
             return
         if not isinstance(body, dict):
