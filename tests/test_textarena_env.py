@@ -360,3 +360,37 @@ def test_pettingllm_train_smoke_on_textarena(tiny_model_dir, tmp_path):
     groups = {seat: {s["group"] for s in samples if s["agent"] == seat} for seat in ("player_0", "player_1")}
     assert groups["player_0"] and groups["player_1"] and not groups["player_0"] & groups["player_1"]
     assert all(s["group"].split("/")[1] == s["agent"] for s in samples)  # a group holds one seat's samples
+
+
+def test_an_exception_inside_textarena_is_an_invalid_move_and_the_game_is_rebuilt(monkeypatch):
+    """No TextArena game raised on the hostile inputs tried; this guards the day one does: the
+    half-changed game is rebuilt from the seed, the opening and the actions so far, and the action
+    counts as TextArena's invalid move (retry, then the loss), so such input cannot stall a game."""
+    env = make("ConnectFour-v0")
+    env.reset(seed=0)
+    env.step("[col 1]")
+    raw = env.unwrapped
+    agent = env.agent_selection
+    before = copy.deepcopy(raw.game.state.game_state)
+    game_class = type(raw.game)
+    real_step = game_class.step
+
+    def half_then_raise(self, action):
+        if action == "BOOM":
+            self.state.game_state["board"][0][0] = "?"  # changed, then the game fails
+            raise KeyError("a TextArena bug")
+        return real_step(self, action)
+
+    monkeypatch.setattr(game_class, "step", half_then_raise)
+    env.step("BOOM")
+    last = env.infos[agent]["last_action"]
+    assert not last["valid"] and "could not process" in last["invalid_reason"]
+    assert raw.game.state.game_state == before and env.agent_selection == agent  # TextArena's retry
+    clone = copy.deepcopy(env)
+    env.step("[col 2]")
+    assert env.infos[agent]["last_action"]["valid"] and not raw.game.state.done
+    clone.step("BOOM")  # a second one in a row: TextArena's retry limit ends the game as this player's loss
+    assert all(clone.terminations.values()) and clone.infos[agent]["game"]["outcome"] == -1.0
+    clone_raw = clone.unwrapped
+    rebuilt, _ = clone_raw._replay(clone_raw.instance, clone_raw.game_actions)  # the record replays to the same end
+    assert rebuilt.state.done and rebuilt.state.rewards == clone_raw.game.state.rewards

@@ -73,6 +73,7 @@ same position.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import hashlib
 import random
@@ -184,8 +185,9 @@ class raw_env(TextAECEnv[GameInstance]):
         self.game: Any = None
         self.rng_state: tuple = random.Random(0).getstate()
         self.views: dict[str, tuple[ShownLine, ...]] = {a: () for a in ROLES}
-        #: Every action text the game has processed this episode, to rebuild it if TextArena ever raises.
-        self.game_actions: tuple[str, ...] = ()
+        #: Every action the game has processed this episode, to rebuild it if TextArena ever raises
+        #: (None: an action it raised on, which the rebuilt game counts as an invalid move).
+        self.game_actions: tuple[str | None, ...] = ()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> raw_env:
         if self.game is not None:  # TextArena's read-only data stays shared (``GameSpec.shared``)
@@ -221,13 +223,33 @@ class raw_env(TextAECEnv[GameInstance]):
             game.reset(num_players=2, seed=seed)
         return game, after[0]
 
-    def _replay(self, instance: GameInstance, actions: tuple[str, ...]) -> tuple[Any, tuple]:
+    def _replay(self, instance: GameInstance, actions: tuple[str | None, ...]) -> tuple[Any, tuple]:
         """The game of ``instance`` after ``actions`` (the game is deterministic given its random state)."""
         game, rng_state = self._new_game(instance.seed)
         for action in (*instance.opening, *actions):
-            game, rng_state, _ = self._step_game(game, rng_state, action)
+            if action is None:
+                rng_state = self._count_as_invalid(game, rng_state)
+            else:
+                game, rng_state, _ = self._step_game(game, rng_state, action)
         self._drain(game)
         return game, rng_state
+
+    def _count_as_invalid(self, game: Any, rng_state: tuple) -> tuple:
+        """Apply TextArena's invalid-move rule to an action the game raised on, so that such
+        actions cannot stall a game forever: two-player states give the usual retry and then
+        the loss; other states (whose eliminations the game's own code settles) end it as a loss."""
+        state = game.state
+        pid = state.current_player_id
+        reason = "the game could not process this action"
+        with self._game_random(rng_state) as after:
+            if isinstance(state, textarena.TwoPlayerState):
+                state.set_invalid_move(reason=reason)
+                state.step()
+            else:
+                state.rewards = {pid: -1, 1 - pid: 1}
+                state.game_info[pid]["invalid_move"] = True
+                state.done = True
+        return after[0]
 
     @staticmethod
     def _drain(game: Any) -> dict[int, tuple[ViewLine, ...]]:
@@ -326,8 +348,11 @@ class raw_env(TextAECEnv[GameInstance]):
     # -------------------------------------------------------------- actions
     def apply_action(self, agent: str, text: str) -> ActionResult:
         self.game, self.rng_state, outcome = self._step_game(self.game, self.rng_state, text)
-        if outcome.raised:  # back to the state before this action, as if it had been rejected
+        if outcome.raised:  # back to the state before this action, which then counts as an invalid move
             self.game, self.rng_state = self._replay(self.instance, self.game_actions)
+            self.rng_state = self._count_as_invalid(self.game, self.rng_state)
+            outcome = dataclasses.replace(outcome, lines=self._drain(self.game))
+            self.game_actions = (*self.game_actions, None)
         else:
             self.game_actions = (*self.game_actions, text)
         self.views = {ROLES[pid]: self.views[ROLES[pid]] + self._shown(outcome.lines[pid]) for pid in (0, 1)}
