@@ -233,7 +233,7 @@ class Trainer:
         for s, adv, deg in zip(samples, advantages, degenerate, strict=True):
             s.advantage, s.degenerate = adv, deg
         update_start = time.perf_counter()
-        update_stats = {name: self.update(name, samples) for name in self.policies.names}
+        update_stats = self.update_policies(samples)
         seconds_update = time.perf_counter() - update_start
         self.step += 1
 
@@ -256,6 +256,11 @@ class Trainer:
         metrics["time/step"] = time.perf_counter() - start
         self.log(metrics, samples)
         return metrics
+
+    def update_policies(self, samples: Sequence[Sample]) -> dict[str, UpdateStats]:
+        """Every policy's update, by name: one after the other here; the distributed trainer
+        runs its policies' training groups at once."""
+        return {name: self.update(name, samples) for name in self.policies.names}
 
     def update(self, name: str, samples: Sequence[Sample]) -> UpdateStats:
         """The PPO-clip update (:func:`trainers.update.ppo_update`) of policy ``name`` on the

@@ -1,6 +1,6 @@
 """The AT-GRPO trainer with its parts on Ray actors: same steps, same metrics, same checkpoints.
 
-:class:`DistributedTrainer` is :class:`trainers.train.Trainer` with three parts moved out of
+:class:`DistributedTrainer` is :class:`trainers.train.Trainer` with its parts moved out of
 the process through the trainer's hooks, and nothing else changed (advantages, metrics,
 logging, evaluation, checkpoint layout and resume are the trainer's own code):
 
@@ -14,12 +14,13 @@ logging, evaluation, checkpoint layout and resume are the trainer's own code):
 * ``tree_states``: the step's problems on the rollout workers
   (:class:`~trainers.distributed.rollout.RemoteTree`).
 
-``update`` shards each policy's trainable samples over its ranks (gradients summed over the
-group, :mod:`~trainers.distributed.train_worker`) and then pushes rank 0's weights to the
-policy's engines. A checkpoint is the trainer's: the driver writes the temporary directory
-(rank 0 of each group writes its policy into it, the driver the optimiser state it fetched
-from rank 0, the RNG and the step) and renames it into place, so it is written once and
-atomically, and resumes on another world size (every rank holds the whole optimiser state).
+``update_policies`` shards each policy's trainable samples over its ranks (gradients summed
+over the group, :mod:`~trainers.distributed.train_worker`), runs every policy's group at once,
+and then pushes each updated policy's rank-0 weights to its engines. A checkpoint is the
+trainer's: the driver writes the temporary directory (rank 0 of each group writes its policy
+into it, the driver the optimiser state it fetched from rank 0, the RNG and the step) and
+renames it into place, so it is written once and atomically, and resumes on another world
+size (every rank holds the whole optimiser state).
 Rank 0 writes into the driver's ``run_dir``: on several machines that path must be shared
 storage (docs/scaling.md).
 
@@ -85,18 +86,25 @@ class RemotePolicies(PolicySet):
     def rank0(self, name: str) -> Any:
         return self.groups[name][0]
 
-    def update(self, name: str, samples: Sequence[Sample], generator: RayGenerator) -> UpdateStats:
-        """Policy ``name``'s data-parallel update on its own samples, then its engines follow."""
+    def update_all(self, samples: Sequence[Sample], generator: RayGenerator) -> dict[str, UpdateStats]:
+        """Every policy's data-parallel update on its own samples, all groups at once, then each
+        updated policy's engines load its new weights."""
         settings = UpdateSettings.from_config(self.config)
-        own = [TrainSample(s.completion, s.advantage, s.degenerate) for s in samples
-               if self.role_to_policy[s.agent] == name]
-        workers = self.groups[name]
-        shards = shard(trainable(own, settings), len(workers))
-        per_rank = get([w.update.remote(part, settings) for w, part in zip(workers, shards, strict=True)],
-                       self.timeout, f"the training group of {name!r} (update)")
-        stats = combine_stats(per_rank)
-        if stats.samples:
-            self.push_weights(name, generator)
+        pending = {}
+        for name in self.names:
+            own = [TrainSample(s.completion, s.advantage, s.degenerate) for s in samples
+                   if self.role_to_policy[s.agent] == name]
+            workers = self.groups[name]
+            shards = shard(trainable(own, settings), len(workers))
+            pending[name] = [w.update.remote(part, settings) for w, part in zip(workers, shards, strict=True)]
+        flat = get([ref for refs in pending.values() for ref in refs], self.timeout, "the training groups (update)")
+        stats, start = {}, 0
+        for name, refs in pending.items():
+            stats[name] = combine_stats(flat[start:start + len(refs)])
+            start += len(refs)
+        for name, policy_stats in stats.items():
+            if policy_stats.samples:
+                self.push_weights(name, generator)
         return stats
 
     def push_weights(self, name: str, generator: RayGenerator) -> None:
@@ -174,9 +182,9 @@ class DistributedTrainer(Trainer):
                                             EnvFactory.of(self.config.env, self.config.env_kwargs))
         return self.rollout_pool.tree(problems, self.config.split)
 
-    def update(self, name: str, samples: Sequence[Sample]) -> UpdateStats:
+    def update_policies(self, samples: Sequence[Sample]) -> dict[str, UpdateStats]:
         assert isinstance(self.policies, RemotePolicies)
-        return self.policies.update(name, samples, self.generator)
+        return self.policies.update_all(samples, self.generator)
 
     # ---------------------------------------------------------------------------------- cleanup
     def close(self) -> None:
