@@ -105,6 +105,37 @@ def _simple_tak(game: Any, pid: int) -> list[str]:
     return [f"[{i}]" for i in range(game.board_size ** 2)]
 
 
+def _breakthrough(game: Any, pid: int) -> list[str]:
+    """Each own piece one row forward (White, player 0, up a row), straight or diagonally: ``[a2a3]``."""
+    board, size = _state(game)["board"], game.board_size
+    piece, step = ("W", 1) if pid == 0 else ("B", -1)
+    files = "abcdefghijklmnopqrstuvwxyz"
+    return [f"[{files[c]}{r + 1}{files[c + dc]}{r + step + 1}]"
+            for r in range(size) for c in range(size) if board[r][c] == piece and 0 <= r + step < size
+            for dc in (-1, 0, 1) if 0 <= c + dc < size]
+
+
+_DIRECTIONS = ((0, 1), (1, 0), (1, 1), (1, -1), (0, -1), (-1, 0), (-1, -1), (-1, 1))
+
+
+def _lines_of_action(game: Any, pid: int) -> list[str]:
+    """Each own piece moved along a line exactly as many squares as the line has pieces (the game's
+    own count), e.g. ``[b1 b3]``; player 0 plays ``O``."""
+    board, size = _state(game)["board"], game.BOARD_N
+    side = "O" if pid == 0 else "X"
+    moves = []
+    for r in range(size):
+        for c in range(size):
+            if board[r][c] != side:
+                continue
+            for dr, dc in _DIRECTIONS:
+                distance = game._count_pieces_on_line(r, c, dr, dc)
+                tr, tc = r + dr * distance, c + dc * distance
+                if 0 <= tr < size and 0 <= tc < size:
+                    moves.append(f"[{game.rc_to_coord(r, c)} {game.rc_to_coord(tr, tc)}]")
+    return moves
+
+
 _BRACKETED = re.compile(r"\[[^\[\]\n]{1,40}\]")
 
 
@@ -117,6 +148,7 @@ def _listed(game: Any, pid: int) -> list[str]:
 #: instances can be split (a random start, or random openings from a move generator).
 GAMES: dict[str, GameSpec] = {
     "Battleship-v0": GameSpec(_battleship),
+    "Breakthrough-v0": GameSpec(_breakthrough, opening_plies=(2, 4)),
     "Briscola-v0": GameSpec(_indices(4, "[play {}]")),
     "Chopsticks-v0": GameSpec(_chopsticks, opening_plies=(2, 4)),
     "ColonelBlotto-v0": GameSpec(_blotto, opening_plies=(2, 4)),
@@ -132,6 +164,7 @@ GAMES: dict[str, GameSpec] = {
     "IteratedTwoThirdsAverage-v0": GameSpec(_fixed(*(f"[{g}]" for g in range(0, 101, 10))), opening_plies=(2, 4)),
     "KuhnPoker-v0": GameSpec(_fixed("[check]", "[bet]", "[call]", "[fold]"), random_during_play=True),
     "LiarsDice-v0": GameSpec(_liars_dice, random_during_play=True),
+    "LinesOfAction-v0": GameSpec(_lines_of_action, opening_plies=(2, 4)),
     "MemoryGame-v0": GameSpec(),
     "Nim-v0": GameSpec(_nim, opening_plies=(1, 2, 3)),
     "Othello-v0": GameSpec(_othello, opening_plies=(2, 4)),
@@ -194,8 +227,8 @@ UNAVAILABLE: dict[str, str] = {
     "SettlersOfCatan-v0": NOT_TWO_PLAYERS,
     "SecretMafia-v0": NOT_TWO_PLAYERS,
     "BabyAiText-v0": NO_RAW_VARIANT,
-    **dict.fromkeys(["Alquerque-v0", "Breakthrough-v0", "Crusade-v0", "IteratedUltimatumGame-v0", "LinesOfAction-v0",
-                     "MarketEntryGame-v0", "NewRecruit-v0", "PublicGoodsGame-v0", "Tak-v0"], FIXED_START),
+    **dict.fromkeys(["Alquerque-v0", "Crusade-v0", "IteratedUltimatumGame-v0", "MarketEntryGame-v0", "NewRecruit-v0",
+                     "PublicGoodsGame-v0", "Tak-v0"], FIXED_START),
 }
 
 #: One-player puzzles (not games between two players; reasoning-gym-style tasks are bridged elsewhere).
