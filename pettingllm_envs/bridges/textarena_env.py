@@ -3,7 +3,7 @@
 | Property            | Value                                                                        |
 |---------------------|------------------------------------------------------------------------------|
 | Id / import         | `textarena_v0` (needs `pip install -e '.[textarena]'`, TextArena 0.7.4)       |
-| Games               | `game=`: any of the 37 two-player games of `textarena_games.GAMES`; the games |
+| Games               | `game=`: any of the 38 two-player games of `textarena_games.GAMES`; the games |
 |                     | left out are listed there with the reason (NLTK data, API keys, fixed starts) |
 | Roles (turn order)  | `player_0`, `player_1`: TextArena's players 0 and 1; who moves next is the    |
 |                     | game's `current_player_id` (a player may move twice: a retry, or the rules)   |

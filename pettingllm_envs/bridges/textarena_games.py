@@ -136,6 +136,21 @@ def _lines_of_action(game: Any, pid: int) -> list[str]:
     return moves
 
 
+def _alquerque(game: Any, pid: int) -> list[str]:
+    """Each own piece (player 0 plays ``R``) to an empty point one or two steps away in any of the
+    eight directions (a step or a capturing jump; the game rejects lines its board lacks): ``[a1 a2]``."""
+    board, size = _state(game)["board"], game.BOARD_N
+    piece = "R" if pid == 0 else "B"
+
+    def name(r: int, c: int) -> str:
+        return f"{'abcde'[c]}{size - r}"
+
+    return [f"[{name(r, c)} {name(r + dr * k, c + dc * k)}]"
+            for r in range(size) for c in range(size) if board[r][c] == piece
+            for dr, dc in _DIRECTIONS for k in (1, 2)
+            if 0 <= r + dr * k < size and 0 <= c + dc * k < size and not board[r + dr * k][c + dc * k]]
+
+
 _BRACKETED = re.compile(r"\[[^\[\]\n]{1,40}\]")
 
 
@@ -147,6 +162,7 @@ def _listed(game: Any, pid: int) -> list[str]:
 #: The two-player ``-v0`` games that reset and step offline (measured with the network blocked) and whose
 #: instances can be split (a random start, or random openings from a move generator).
 GAMES: dict[str, GameSpec] = {
+    "Alquerque-v0": GameSpec(_alquerque, opening_plies=(2, 4)),
     "Battleship-v0": GameSpec(_battleship),
     "Breakthrough-v0": GameSpec(_breakthrough, opening_plies=(2, 4)),
     "Briscola-v0": GameSpec(_indices(4, "[play {}]")),
@@ -227,7 +243,7 @@ UNAVAILABLE: dict[str, str] = {
     "SettlersOfCatan-v0": NOT_TWO_PLAYERS,
     "SecretMafia-v0": NOT_TWO_PLAYERS,
     "BabyAiText-v0": NO_RAW_VARIANT,
-    **dict.fromkeys(["Alquerque-v0", "Crusade-v0", "IteratedUltimatumGame-v0", "MarketEntryGame-v0", "NewRecruit-v0",
+    **dict.fromkeys(["Crusade-v0", "IteratedUltimatumGame-v0", "MarketEntryGame-v0", "NewRecruit-v0",
                      "PublicGoodsGame-v0", "Tak-v0"], FIXED_START),
 }
 
