@@ -127,8 +127,10 @@ def test_each_role_updates_only_its_own_policy(toy, tiny_model_dir, tmp_path, lo
 
 
 def test_kl_to_the_reference_is_logged(toy, tiny_model_dir, tmp_path):
+    half = "".join(chr(c) for c in range(128))  # ~50% success: the policy moves whatever the draws
     trainer = Trainer(toy_config(tiny_model_dir, tmp_path, steps=3, kl_coef=0.1, lr=5e-2, problems_per_step=2,
-                                 n_samples=4, aggregation="dr_grpo"))
+                                 n_samples=4, aggregation="dr_grpo",
+                                 env_kwargs={"targets": {"first": half, "second": half}}))
     history = trainer.train()
     assert history[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # step 1 scores the initial policy == reference
     assert history[-1]["kl"] > 0
