@@ -97,6 +97,7 @@ def test_distributed_run_equals_the_single_process_run_and_resumes_on_another_wo
             assert any(not torch.equal(start[name][k], here[k]) for k in here), name  # the update did move it
             ranks = first.policies.rank_snapshots(name)  # every rank holds the same weights
             assert all(torch.equal(ranks[0][k], ranks[1][k]) for k in ranks[0]), name
+    assert json.loads((run / "distributed.json").read_text())["train_workers_per_policy"] == 2
     checkpoints = run / "checkpoints"
     assert (checkpoints / "latest").read_text() == "step_000002" and not list(checkpoints.glob(".tmp*"))
     assert sorted(p.name for p in (checkpoints / "step_000002" / "policies").iterdir()) == ["first", "second"]

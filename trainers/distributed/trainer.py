@@ -30,7 +30,9 @@ completions come from the engines.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +162,7 @@ class DistributedTrainer(Trainer):
         except BaseException:
             self.close()
             raise
+        (self.run_dir / "distributed.json").write_text(json.dumps(asdict(dist), indent=2))  # next to config.json
 
     # the trainer's hooks ------------------------------------------------------------------------
     def make_policies(self, init_dir: Path | None) -> RemotePolicies:
