@@ -94,9 +94,15 @@ def stop_token_ids(tokenizer: Any, generation_config: Any = None) -> list[int]:
 
 
 def resolve_device(name: str) -> torch.device:
-    """``auto`` picks cuda when available."""
+    """``auto`` picks cuda when available. A CUDA device that is not there is a
+    :class:`~trainers.config.ConfigError` (one line), not torch's assertion deep in a model load."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        from trainers.config import ConfigError
+
+        reason = "this torch build has no CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
+        raise ConfigError(f"config field 'device': got {name!r}, but {reason}; allowed here: cpu or auto")
     return torch.device(name)
 
 
