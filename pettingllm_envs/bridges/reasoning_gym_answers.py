@@ -27,6 +27,9 @@ hedges, dumps and code against all 106 datasets of 0.1.25):
   the first words, fraction_simplification the first LaTeX fraction), so
   :data:`SINGLE_NUMBER_DATASETS` must answer one number and nothing else, and
   :data:`WORD_COUNT_DATASETS` with no more words than the reference answer.
+* **NaN.** complex_arithmetic scores ``min(1.0, exp(-distance))``, and ``min(1.0, nan)`` is
+  1.0: the answer ``nan`` gets full credit on every problem, so :data:`FINITE_NUMBER_DATASETS`
+  refuse an answer that spells a non-finite number.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ ARITHMETIC_DATASETS = frozenset({"countdown"})
 SINGLE_NUMBER_DATASETS = frozenset({"gsm_symbolic"})
 #: Scorers that compare the first words (or the first fraction) of the answer with the gold.
 WORD_COUNT_DATASETS = frozenset({"fraction_simplification", "letter_jumble"})
+#: Scorers that parse the answer with ``float``/``complex``, which read ``nan`` and ``inf`` (any case).
+FINITE_NUMBER_DATASETS = frozenset({"complex_arithmetic"})
+_NON_FINITE = re.compile(r"nan|inf", re.IGNORECASE)
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _LITERAL_NODES = (ast.Expression, ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Name, ast.Load,
@@ -103,6 +109,8 @@ def refusal(dataset: str, answer: str, gold: str) -> str | None:
         return "the answer must be an arithmetic expression of numbers with + - * / and parentheses"
     if dataset in SINGLE_NUMBER_DATASETS and _NUMBER.fullmatch(answer) is None:
         return "the answer must be one number and nothing else"
+    if dataset in FINITE_NUMBER_DATASETS and _NON_FINITE.search(answer):
+        return "the answer must be a finite number (nan and inf are not answers)"
     if dataset in WORD_COUNT_DATASETS and len(answer.split()) > len(gold.split()):
         return f"the answer has more words than a right answer ({len(gold.split())}): give one answer, nothing else"
     return None
