@@ -567,9 +567,10 @@ def load_config(argv: Sequence[str] | None = None, *, base: dict[str, Any] | Non
 
 
 def config_from_args(args: dict[str, Any], *, base: dict[str, Any] | None = None, cls: type[ConfigT] = TrainConfig,
-                     prog: str = "pettingllm train") -> ConfigT:
+                     prog: str = "pettingllm train", file_option: str = "--config") -> ConfigT:
     """The validated ``cls`` of :func:`build_parser`'s parsed options ``args`` (``config``: the
-    YAML file): defaults < ``base`` < the YAML file < the options."""
+    YAML file, given as ``file_option`` on the command line, which the errors name): defaults
+    < ``base`` < the YAML file < the options."""
     args = dict(args)
     values: dict[str, Any] = dict(base or {})
     config_file = args.pop("config", None)
@@ -577,11 +578,12 @@ def config_from_args(args: dict[str, Any], *, base: dict[str, Any] | None = None
         import yaml
 
         if not Path(config_file).is_file():
-            raise ConfigError(f"--config {config_file}: no such file")
+            raise ConfigError(f"{file_option} {config_file}: no such file")
         try:
             loaded = yaml.safe_load(Path(config_file).read_text()) or {}
         except yaml.YAMLError as error:
-            raise ConfigError(f"--config {config_file} is not valid YAML: {' '.join(str(error).split())}") from None
+            reason = " ".join(str(error).split())
+            raise ConfigError(f"{file_option} {config_file} is not valid YAML: {reason}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"{config_file} must hold a YAML mapping of config fields, got {type(loaded).__name__}")
         unknown = set(loaded) - {f.name for f in dataclasses.fields(cls)}

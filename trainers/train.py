@@ -373,13 +373,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = load_config(argv)
     check_env_config(config.env, config.env_kwargs)
     check_model(config.model)
-    trainer = Trainer(config)
-    print(f"[train] env={config.env} roles={trainer.roles} {trainer.policies.describe()} "
+    return run(Trainer(config), "train")
+
+
+def run(trainer: Trainer, command: str, layout: str = "") -> int:
+    """Train to the last step with the command's first and last lines on stderr (``layout``:
+    what the first line adds, e.g. where the distributed trainer's actors are)."""
+    print(f"[{command}] env={trainer.config.env} roles={trainer.roles} {trainer.policies.describe()} {layout}"
           f"run_dir={trainer.run_dir} from step {trainer.step}", file=sys.stderr)
     history = trainer.train()
     if history:
         last = history[-1]
         success = " ".join(f"{k}={v}" for k, v in progress_success(last).items())
-        print(f"[train] step {last['step']}: reward/mean={last['reward/mean']:.4f} {success} "
+        print(f"[{command}] step {last['step']}: reward/mean={last['reward/mean']:.4f} {success} "
               f"metrics in {trainer.run_dir / METRICS}", file=sys.stderr)
     return 0

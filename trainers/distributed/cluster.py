@@ -31,13 +31,15 @@ def import_ray() -> Any:
 
 def connect(config: DistributedConfig) -> Any:
     """The ``ray`` module, initialised: an already running Ray of this process is reused,
-    otherwise ``ray.init(address=config.address)`` (local when None, with ``local_cpus``)."""
+    otherwise ``ray.init`` starts one here (``address: local``, with ``local_cpus``) or joins
+    ``address``."""
     ray = import_ray()
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if config.address is None and config.local_cpus:
+        local = config.address == "local"
+        if local and config.local_cpus:
             kwargs["num_cpus"] = config.local_cpus
-        ray.init(address=config.address, **kwargs)
+        ray.init(address=None if local else config.address, **kwargs)
     return ray
 
 

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import typing
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 from pettingllm_envs.cli.plugins import Command
@@ -59,7 +57,7 @@ def parse(argv: Sequence[str]) -> tuple[Any, Any]:
     """The run's validated :class:`~trainers.config.TrainConfig` and
     :class:`~trainers.distributed.config.DistributedConfig`."""
     from pettingllm_envs.cli.errors import ArgumentParser
-    from trainers.config import ConfigError, load_config
+    from trainers.config import load_config
     from trainers.distributed.config import distributed_config
 
     layout_parser = ArgumentParser(prog=PROG, add_help=False)
@@ -68,24 +66,9 @@ def parse(argv: Sequence[str]) -> tuple[Any, Any]:
     if "-h" in rest or "--help" in rest:
         build_train_ray_parser().parse_args(["--help"])
     config = load_config(rest, prog=PROG, description=DESCRIPTION)
-    values: dict[str, Any] = {}
-    file = getattr(layout, "distributed_file", None)
-    if file is not None:
-        import yaml
-
-        if not Path(file).is_file():
-            raise ConfigError(f"--distributed {file}: no such file")
-        try:
-            values = yaml.safe_load(Path(file).read_text()) or {}
-        except yaml.YAMLError as error:
-            raise ConfigError(f"--distributed {file} is not valid YAML: {' '.join(str(error).split())}") from None
-        if not isinstance(values, dict):
-            raise ConfigError(f"{file} must hold a YAML mapping of layout fields, got {type(values).__name__}")
-    values.update({key.removeprefix("distributed."): value for key, value in vars(layout).items()
-                   if key.startswith("distributed.")})
-    if values.get("address") in ("null", "none", "None", ""):
-        values["address"] = None
-    return config, distributed_config(values)
+    overrides = {key.removeprefix("distributed."): value for key, value in vars(layout).items()
+                 if key.startswith("distributed.")}
+    return config, distributed_config(overrides, file=getattr(layout, "distributed_file", None), prog=PROG)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -96,19 +79,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_env_config(config.env, config.env_kwargs)
     check_model(config.model)
     from trainers.distributed.trainer import DistributedTrainer
-    from trainers.train import METRICS, progress_success
+    from trainers.train import run
 
     with DistributedTrainer(config, layout) as trainer:
-        print(f"[train-ray] env={config.env} roles={trainer.roles} {trainer.policies.describe()} "
-              f"rollout_workers={layout.rollout_workers} engines_per_policy={layout.engines_per_policy} "
-              f"run_dir={trainer.run_dir} from step {trainer.step}", file=sys.stderr)
-        history = trainer.train()
-    if history:
-        last = history[-1]
-        success = " ".join(f"{k}={v}" for k, v in progress_success(last).items())
-        print(f"[train-ray] step {last['step']}: reward/mean={last['reward/mean']:.4f} {success} "
-              f"metrics in {trainer.run_dir / METRICS}", file=sys.stderr)
-    return 0
+        return run(trainer, "train-ray", f"rollout_workers={layout.rollout_workers} "
+                                         f"engines_per_policy={layout.engines_per_policy} ")
 
 
 #: The plug-in: entry point ``train-ray`` of the group ``pettingllm.commands`` (pyproject.toml).

@@ -18,11 +18,11 @@ trainer on one device). Nothing here imports Ray or torch.
 from __future__ import annotations
 
 import dataclasses
-import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from trainers.config import ConfigError, TrainConfig
+from trainers.config import Bound, ConfigError, TrainConfig, check_field, config_from_args
 
 Placement = Literal["separate", "colocated"]
 PlacementStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
@@ -33,10 +33,13 @@ DistBackend = Literal["auto", "gloo", "nccl"]
 class DistributedConfig:
     """Where a run's actors go. ``pettingllm train-ray --help`` lists the fields."""
 
-    address: str | None = None
-    """Ray to use: None starts (or reuses) a local Ray on this machine; ``auto`` joins the
+    bounds: ClassVar[Mapping[str, Bound]]
+    """The allowed range of every numeric field (:func:`trainers.config.check_field`); set below."""
+
+    address: str = "local"
+    """Ray to use: ``local`` starts (or reuses) a Ray on this machine; ``auto`` joins the
     cluster this machine belongs to (``ray start --head`` / ``ray start --address``);
-    ``ray://host:10001`` connects a Ray client."""
+    ``ray://host:10001`` connects a Ray client; ``host:6379`` a cluster's head."""
     local_cpus: int = 0
     """Logical CPUs of a Ray started here (0: the machine's count). Actors reserve logical CPUs,
     so a laptop can run more actors than cores by raising it."""
@@ -79,7 +82,9 @@ class DistributedConfig:
         """Coerce and check every field (YAML and the command line give strings), then the
         combinations; raises :class:`~trainers.config.ConfigError` naming the field."""
         for f in dataclasses.fields(self):
-            setattr(self, f.name, _check(f.name, getattr(self, f.name)))
+            setattr(self, f.name, check_field(f.name, getattr(self, f.name), DistributedConfig))
+        if not self.address.strip():
+            raise ConfigError("distributed field 'address' is empty: use local, auto, ray://host:port or host:port")
         if self.placement == "colocated" and self.engines_per_policy > self.train_workers_per_policy:
             raise ConfigError(f"placement 'colocated' puts engine k on training rank k's bundle: engines_per_policy "
                               f"({self.engines_per_policy}) must be <= train_workers_per_policy "
@@ -94,52 +99,20 @@ class DistributedConfig:
         return self.dist_backend
 
 
-_TYPES: dict[str, Any] = typing.get_type_hints(DistributedConfig)
-
-#: Numeric fields: (lowest allowed, whether the lowest is excluded).
-_LOWER: dict[str, tuple[float, bool]] = {
-    "local_cpus": (0, False),
-    "rollout_workers": (1, False),
-    "rollout_worker_cpus": (0, False),
-    "engines_per_policy": (1, False),
-    "engine_cpus": (0, False),
-    "engine_gpus": (0, False),
-    "train_workers_per_policy": (1, False),
-    "train_worker_cpus": (0, False),
-    "train_worker_gpus": (0, False),
-    "call_timeout_s": (0, True),
-    "max_worker_restarts": (0, False),
+_AT_LEAST_ONE, _NON_NEGATIVE = Bound(1), Bound(0)
+DistributedConfig.bounds = {
+    "local_cpus": _NON_NEGATIVE,
+    "rollout_workers": _AT_LEAST_ONE,
+    "rollout_worker_cpus": _NON_NEGATIVE,
+    "engines_per_policy": _AT_LEAST_ONE,
+    "engine_cpus": _NON_NEGATIVE,
+    "engine_gpus": _NON_NEGATIVE,
+    "train_workers_per_policy": _AT_LEAST_ONE,
+    "train_worker_cpus": _NON_NEGATIVE,
+    "train_worker_gpus": _NON_NEGATIVE,
+    "call_timeout_s": Bound(0, low_open=True),
+    "max_worker_restarts": _NON_NEGATIVE,
 }
-
-
-def _fail(name: str, value: Any, allowed: str) -> ConfigError:
-    return ConfigError(f"distributed field {name!r}: got {value!r} ({type(value).__name__}); allowed: {allowed}")
-
-
-def _check(name: str, value: Any) -> Any:
-    tp = _TYPES[name]
-    if typing.get_origin(tp) is Literal:
-        if value not in typing.get_args(tp):
-            raise _fail(name, value, "one of " + ", ".join(typing.get_args(tp)))
-        return value
-    if tp == str | None:
-        if value is not None and not (isinstance(value, str) and value.strip()):
-            raise _fail(name, value, "a Ray address (auto, ray://host:port, host:port) or null")
-        return value
-    if isinstance(value, bool):  # bool is an int subclass; `rollout_workers: true` is a mistake
-        raise _fail(name, value, "a number")
-    try:
-        number = tp(value) if isinstance(value, int | float | str) else None
-    except ValueError:
-        number = None
-    if number is None or (tp is int and isinstance(value, float) and not value.is_integer()):
-        raise _fail(name, value, "an integer" if tp is int else "a number")
-    if number != number or number in (float("inf"), float("-inf")):  # NaN, infinities
-        raise _fail(name, value, "a finite number")
-    low, open_low = _LOWER[name]
-    if number < low or (open_low and number == low):
-        raise _fail(name, value, f"{'>' if open_low else '>='} {low:g}")
-    return number
 
 
 #: The generation backends that run in engine actors (the OpenAI-compatible one is a server already).
@@ -157,18 +130,18 @@ def check_layout(train: TrainConfig, config: DistributedConfig) -> None:
         raise ConfigError("train-ray runs tree rollouts (rollout: tree); independent rollouts stay single-process")
 
 
-def distributed_config(values: dict[str, Any] | None) -> DistributedConfig:
-    """A validated config from a mapping (a YAML ``distributed:`` section); unknown keys are
-    refused with the close match."""
+def distributed_config(values: dict[str, Any] | None = None, *, file: str | None = None,
+                       prog: str = "pettingllm train-ray") -> DistributedConfig:
+    """A validated layout: defaults < the YAML mapping in ``file`` (``--distributed``) < ``values``
+    (a mapping of fields, or the command line's options); unknown keys are refused with the
+    close match (:func:`trainers.config.config_from_args`, the trainers' one config machinery)."""
     values = dict(values or {})
-    known = [f.name for f in dataclasses.fields(DistributedConfig)]
-    unknown = sorted(set(values) - set(known))
+    known = {f.name for f in dataclasses.fields(DistributedConfig)}
+    unknown = sorted(set(values) - known)
     if unknown:
-        import difflib
+        from pettingllm_envs.cli.errors import did_you_mean
 
-        hints = "".join(f"; {k!r}: did you mean {m[0]!r}?" for k in unknown
-                        if (m := difflib.get_close_matches(k, known, n=1)))
-        raise ConfigError(f"unknown distributed keys {unknown}{hints}")
-    config = DistributedConfig(**values)
-    config.validate()
-    return config
+        raise ConfigError(f"unknown distributed keys {unknown}{did_you_mean(unknown[0], sorted(known))}")
+    if file is not None:
+        values["config"] = file
+    return config_from_args(values, cls=DistributedConfig, prog=prog, file_option="--distributed")
