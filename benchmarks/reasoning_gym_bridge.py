@@ -58,7 +58,8 @@ def generation_ms(dataset: str, items: int) -> float:
     """Mean ms to generate an item no env has asked for (indices past the ones episodes use)."""
     data = catalogue.load_dataset(dataset, catalogue.config_key(None), 0)
     start = time.perf_counter()
-    for index in range(catalogue.POOL_SIZE - items, catalogue.POOL_SIZE):
+    pool = catalogue.pool_size(dataset)
+    for index in range(pool - items, pool):
         data[index]
     return (time.perf_counter() - start) / items * 1e3
 

@@ -59,12 +59,12 @@ from pettingzoo import AECEnv
 
 from pettingllm_envs.bridges.reasoning_gym_answers import extract_answer, normalise, program_answer, refusal
 from pettingllm_envs.bridges.reasoning_gym_datasets import (
-    POOL_SIZE,
     Problem,
     all_datasets,
     config_key,
     load_dataset,
     load_problem,
+    pool_size,
     supported_datasets,
 )
 from pettingllm_envs.capabilities import Voting
@@ -123,7 +123,8 @@ class raw_env(TextAECEnv[Problem]):
 
     # ----------------------------------------------------------- instances
     def generate_instance(self, rng: random.Random) -> Problem:
-        return load_problem(self.config.dataset, self.dataset_key, self.config.data_seed, rng.randrange(POOL_SIZE))
+        item = rng.randrange(pool_size(self.config.dataset))
+        return load_problem(self.config.dataset, self.dataset_key, self.config.data_seed, item)
 
     def instance_key(self, problem: Problem) -> str:
         return f"{problem.dataset}\n{problem.question}"

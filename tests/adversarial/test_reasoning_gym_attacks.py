@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("reasoning_gym")
 
 import pettingllm_envs
-from pettingllm_envs.bridges.reasoning_gym_answers import max_answer_chars
+from pettingllm_envs.bridges.reasoning_gym_answers import max_answer_chars, refusal
 from pettingllm_envs.bridges.reasoning_gym_env import scripted_policy
 from pettingllm_envs.episodes import Episode, play_episode
 from pettingllm_envs.sandbox import execute
@@ -37,11 +37,12 @@ def raw(dataset: str, seed: int = 0, **config: Any) -> Any:
 
 
 def wrong_answer(env: Any) -> str:
-    """A well-formed wrong answer: the reference answer of another problem of the dataset."""
+    """A well-formed wrong answer: the reference answer of another problem of the dataset that
+    passes the guards (the same shape as a right one) and is not right here."""
     for index in range(1, 50):
-        other = env.dataset[(env.instance.item_index + index) % 1000]["answer"]
-        if env.raw_score(str(other)) < 1.0:
-            return str(other)
+        other = str(env.dataset[(env.instance.item_index + index) % 1000]["answer"])
+        if refusal(env.config.dataset, other, env.instance.answer) is None and env.raw_score(other) < 1.0:
+            return other
     raise AssertionError("no wrong answer found")
 
 
