@@ -67,7 +67,7 @@ class SingleAgentEnv(AECEnv):
         # a reply carries one action per role plus their headings
         self._action_space = UnicodeText(inner_action.max_length * len(self.roles) + 64 * len(self.roles))
         self._observation_space = UnicodeText(inner_observation.max_length * 2)
-        self._instructions = {role: self.inner.unwrapped.role_instructions(role) for role in self.roles}
+        self._instructions: dict[str, str] = {}
 
     def observation_space(self, agent: str) -> UnicodeText:
         return self._observation_space
@@ -78,6 +78,8 @@ class SingleAgentEnv(AECEnv):
     # ------------------------------------------------------------------ episode
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         self.inner.reset(seed=seed, options=options)
+        # read per episode: some envs' instructions hold the episode's own rules (textarena_v0's game prompt)
+        self._instructions = {role: self.inner.unwrapped.role_instructions(role) for role in self.roles}
         self.agents = [SOLO]
         self.agent_selection = SOLO
         self.rewards = {SOLO: 0.0}
@@ -162,7 +164,7 @@ class SingleAgentEnv(AECEnv):
         clone = type(self).__new__(type(self))
         memo[id(self)] = clone
         for name, value in self.__dict__.items():
-            # spaces and instructions never change within an episode
+            # spaces never change, and instructions not within an episode (reset replaces them, never mutates)
             shared = name in ("_action_space", "_observation_space", "_instructions", "metadata", "roles")
             clone.__dict__[name] = value if shared else copy.deepcopy(value, memo)
         return clone

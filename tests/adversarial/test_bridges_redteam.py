@@ -332,3 +332,21 @@ def test_single_agent_replies_that_dodge_the_format_earn_nothing(hack):
     gold = env.unwrapped.inner.unwrapped.instance.answer
     env.step(hack.format(gold=gold))
     assert env.rewards[SOLO] <= 0.0 and not env.infos[SOLO]["success"]
+
+
+def test_the_single_agent_view_shows_each_episode_s_own_game_rules():
+    """textarena_v0's role instructions hold the game's prompt of the episode (its rules, and in
+    some games the player's own resources): read at construction, before any reset, they were
+    empty ('The game's rules:' and nothing after); read once, they would be another episode's."""
+    pytest.importorskip("textarena")
+    from pettingllm_envs.evaluation.single_agent_env import SOLO, single_agent_env
+
+    env = single_agent_env(TA, game="SimpleNegotiation-v0")
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        inner = env.unwrapped.inner.unwrapped
+        observation = str(env.observe(SOLO))
+        for role in inner.possible_agents:
+            rules = inner.role_instructions(role)
+            assert rules.split("The game's rules:\n", 1)[1].strip(), "the env itself shows no rules"
+            assert rules in observation, (seed, role)
