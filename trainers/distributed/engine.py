@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainers.config import TrainConfig
-from trainers.distributed.cluster import Slot, get, import_ray
+from trainers.distributed.cluster import Slot, get, import_ray, kill_all
 from trainers.distributed.config import DistributedConfig
 from trainers.generation.protocol import Generation, LogprobSource, check_seeds
 
@@ -157,8 +157,5 @@ class RayGenerator:
         self.push(policy, ray.put(weight_state(model, policy, lora=lora, merged=self.merged_weights)))
 
     def close(self) -> None:
-        ray = import_ray()
-        for engines in self.engines.values():
-            for engine in engines:
-                ray.kill(engine, no_restart=True)
+        kill_all(engine for engines in self.engines.values() for engine in engines)
         self.engines = {}

@@ -28,7 +28,7 @@ from typing import Any
 
 from pettingzoo import AECEnv
 
-from trainers.distributed.cluster import ActorFailed, Slot, get, import_ray
+from trainers.distributed.cluster import ActorFailed, Slot, get, import_ray, kill_all
 from trainers.distributed.config import DistributedConfig
 from trainers.rollout import Completion, Expansion, LocalTree, Node
 
@@ -122,8 +122,7 @@ class RolloutPool:
             raise ActorFailed(f"{reason}; max_worker_restarts={self.config.max_worker_restarts} replacements were "
                               "already made in this rollout, giving up") from reason
         self.restarts += 1
-        ray = import_ray()
-        ray.kill(self.workers[index], no_restart=True)
+        kill_all([self.workers[index]])
         self.workers[index] = self._spawn(self.slots[index])
         return self.workers[index]
 
@@ -133,9 +132,7 @@ class RolloutPool:
         return RemoteTree(self, problems, split)
 
     def shutdown(self) -> None:
-        ray = import_ray()
-        for worker in self.workers:
-            ray.kill(worker, no_restart=True)
+        kill_all(self.workers)
         self.workers = []
 
 

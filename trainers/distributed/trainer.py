@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from trainers.config import TrainConfig
-from trainers.distributed.cluster import Pools, connect, get, import_ray
+from trainers.distributed.cluster import Pools, connect, get, import_ray, kill_all
 from trainers.distributed.config import DistributedConfig, check_layout
 from trainers.distributed.engine import RayGenerator, generation_config_of
 from trainers.distributed.rollout import EnvFactory, RemoteTree, RolloutPool
@@ -139,10 +139,7 @@ class RemotePolicies(PolicySet):
         return super().describe() + f"; data-parallel ranks per policy: {ranks}"
 
     def close(self) -> None:
-        ray = import_ray()
-        for workers in self.groups.values():
-            for worker in workers:
-                ray.kill(worker, no_restart=True)
+        kill_all(worker for workers in self.groups.values() for worker in workers)
         self.groups = {}
 
 
