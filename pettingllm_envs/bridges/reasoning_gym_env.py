@@ -25,15 +25,19 @@
 | Config              | `ReasoningGymConfig`: dataset, dataset_config, tool_timeout, ...             |
 
 **Scoring.** An answer first passes the guards of
-:mod:`pettingllm_envs.bridges.reasoning_gym_answers` (length, no code for the scorers that
-evaluate answers, one number where the scorer reads the first one); one that fails is
-invalid (``format_penalty``, the reason in infos) and never reaches ``score_answer``.
-``score_answer`` of the dataset then gives a score in [0, 1] (kept in
-``last_action["parsed"]["score"]``), and only full credit (1.0) counts as right: a score
-below 1 pays formats and near misses (countdown pays 0.01 for an empty answer, 0.05 for
-any expression with the wrong numbers; the default scorer pays ``len(gold)/len(answer)``
-for any answer containing the gold), so paying it would make a hedge, a dump or junk
-earn more than an honest wrong answer. A scorer that raises scores 0.
+:mod:`pettingllm_envs.bridges.reasoning_gym_answers` (a length limit, no code for the
+scorers that evaluate answers, one number or no more words than the reference where the
+scorer reads only the start of the answer); one that fails is invalid (``format_penalty``,
+the reason in infos) and never reaches ``score_answer``. ``score_answer`` of the dataset
+then gives a score (kept in ``last_action["parsed"]["score"]``, clipped to [0, 1]), and only
+exactly 1.0 counts as right: a score below 1 pays formats and near misses (countdown pays
+0.01 for an empty answer, 0.05 for any expression with the wrong numbers; the default
+scorer pays ``len(gold)/len(answer)`` for any answer containing the gold), so paying it
+would make a hedge, a dump or junk earn more than an honest wrong answer, and no tolerance
+is allowed (spell_backward's float sum reaches 1.0000000000000002 for the gold plus a
+letter). A scorer that raises scores 0. Scorers run in the env's process, unbounded in
+time: the guards keep every bridged scorer to milliseconds on hostile answers
+(``tests/adversarial/test_reasoning_gym_attacks.py``), not a timeout.
 
 **Rewards** are potential-based (docs/design.md §3): every role is paid ``alpha`` times
 the change of G after each action, and each role the change of its own L, so a role's
