@@ -8,5 +8,6 @@ same algorithm with its parts on Ray actors:
 * :mod:`~trainers.distributed.rollout`: tree rollouts whose envs live on rollout workers;
 * :mod:`~trainers.distributed.engine`: generation engines (transformers or vLLM) per policy;
 * :mod:`~trainers.distributed.train_worker`: data-parallel PPO updates on torch.distributed;
-* :mod:`~trainers.distributed.trainer`: the trainer that puts them together.
+* :mod:`~trainers.distributed.trainer`: the trainer that puts them together;
+* :mod:`~trainers.distributed.command`: ``pettingllm train-ray``.
 """
