@@ -294,6 +294,39 @@ def test_every_textarena_game_copy_continues_identically():
         branch_and_compare(game, plies=4)
 
 
+JUNK = ["", "asdf", "[resign]", "[draw]", "[quit]", "[pass]"]
+
+
+def junk_against_random(game: str, junker: str, junk: str) -> Any:
+    from pettingllm_envs.bridges.textarena_env import random_legal_policy
+
+    env = ta_env(game, 1, max_turns=30)
+    opponent = random_legal_policy(0)
+    for agent in env.agent_iter(max_iter=200):
+        observation, _, terminated, truncated, info = env.last()
+        env.step(None if terminated or truncated else junk if agent == junker else opponent(observation, agent, info))
+    return env.unwrapped
+
+
+@pytest.mark.slow
+def test_no_junk_reply_ends_any_game_in_the_sender_s_favour():
+    """Resigning, offering a draw, passing or junk, sent every turn by one seat against random legal
+    play, in every game with a move generator: the sender never wins or draws a finished game,
+    never returns more than 0, and the two outcomes stay zero-sum."""
+    pytest.importorskip("textarena")
+    from pettingllm_envs.bridges.textarena_games import GAMES
+
+    for game in sorted(name for name, spec in GAMES.items() if spec.moves is not None):
+        for junker in ("player_0", "player_1"):
+            for junk in JUNK:
+                raw = junk_against_random(game, junker, junk)
+                returned = sum(r.reward for r in raw.history if r.agent == junker)
+                assert raw.outcome("player_0") + raw.outcome("player_1") == 0, game
+                assert returned <= 0.0, (game, junker, junk, returned)
+                if raw.is_done():
+                    assert raw.outcome(junker) < 0, (game, junker, junk)
+
+
 # ========================================================= the single-agent view
 def test_a_single_agent_copy_continues_identically():
     pytest.importorskip("reasoning_gym")
