@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from typing import Any
 
 import pytest
@@ -111,27 +112,30 @@ def test_constant_and_empty_answers_never_get_full_credit_on_any_bridged_dataset
 
 
 def test_the_tool_program_finds_no_process_that_holds_the_answer():
-    """The answer lives in the env's process (and the oracle's ANSWER_KEY); a tool program that
-    scans every /proc entry it can see (cmdline, environ, memory maps) must not find it."""
+    """The answer lives in the env's process (the problem, and the oracle's ANSWER_KEY under the
+    problem id); a tool program that reads every /proc entry it can see (cmdline, environ, memory
+    maps, memory) must find neither the problem id nor the question, and no other process's memory."""
     env = rg_raw("basic_arithmetic", 0, tool_timeout=10)
     raw = env.unwrapped
-    gold = raw.instance.answer
+    needles = [raw.instance.uid.encode(), raw.instance.question[:40].encode()]
     probe = (
         "import os\nfound = []\n"
-        "for pid in [p for p in os.listdir('/proc') if p.isdigit()] + ['self']:\n"
+        "for pid in [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]:\n"
         "    for name in ('cmdline', 'environ', 'maps', 'mem'):\n"
         "        try:\n"
         "            data = open(f'/proc/{pid}/{name}', 'rb').read(1 << 20)\n"
         "        except Exception:\n"
         "            continue\n"
-        f"        if {gold.encode()!r} in data:\n"
+        "        if name == 'mem' or any(n in data for n in NEEDLES):\n"
         "            found.append((pid, name))\n"
-        "print(found)\n"
-    )
+        "print('FOUND', found)\n"
+        "print('PIDS', sorted(p for p in os.listdir('/proc') if p.isdigit()))\n"
+    ).replace("NEEDLES", repr(needles))
     env.step(tagged("0.123456789"))
     env.step(f"```python\n{probe}```")
-    feedback = raw.infos["tool"]["last_action"]
-    assert "[]" in str(raw.last_record("tool").result.feedback), feedback
+    feedback = str(raw.last_record("tool").result.feedback)
+    assert "FOUND []" in feedback, feedback
+    assert f"'{os.getpid()}'" not in feedback.split("PIDS", 1)[1]  # the env's own process is out of sight
     assert not raw.correct["tool"]
 
 
