@@ -91,6 +91,26 @@ def test_single_agent_baseline_splits_one_reply_across_roles(tmp_path):
         assert len(single_requests) == 3  # one request per turn, not per role
 
 
+def test_the_single_agent_prompt_holds_each_episodes_own_rules_and_config(tmp_path):
+    """textarena_v0's instructions hold the game (a config choice) and each player's private
+    resources (drawn per episode): the single-agent prompt must be the episode's, not problem 0's
+    of the default game."""
+    pytest.importorskip("textarena")
+    from pettingllm_envs import make
+
+    with ChatServer(lambda messages: "[Deny]") as server:
+        config = SuiteConfig(envs=["textarena_v0"], policies=[f"openai:tiny@{server.base_url}"], modes=["single"],
+                             episodes=2, env_config={"game": "SimpleNegotiation-v0", "max_turns": 1}, concurrency=1)
+        run_suite(config, tmp_path, progress=False)
+        systems = {r["messages"][0]["content"] for r in server.requests}
+    for seed in (0, 1):
+        env = make("textarena_v0", game="SimpleNegotiation-v0", split="test", max_turns=1)
+        env.reset(seed=seed)
+        raw = env.unwrapped
+        wanted = [raw.role_instructions(role) for role in raw.possible_agents]
+        assert any(all(w in system for w in wanted) for system in systems), f"episode {seed}'s rules never shown"
+
+
 def test_split_sections():
     reply = "intro\n### tool\ncode here\n### planner\nMOVES: U\n### tool\nignored"
     assert split_sections(reply, ["tool", "planner"]) == {"tool": "code here", "planner": "MOVES: U"}

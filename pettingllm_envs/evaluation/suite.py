@@ -42,6 +42,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from pettingzoo import AECEnv
+
 from pettingllm_envs.episodes import play_episode
 from pettingllm_envs.evaluation.openai_policy import OpenAIChatPolicy
 from pettingllm_envs.evaluation.single_agent import SingleAgentPolicy
@@ -91,9 +93,15 @@ def _model_completer(name: str, argument: str, max_tokens: int,
     return found[0].load()(argument, max_tokens=max_tokens, usage=usage)
 
 
-def build_policy(spec: str, env_id: str, mode: str, max_tokens: int, seed: int) -> tuple[Policy, dict[str, int]]:
+def build_policy(spec: str, env_id: str, mode: str, max_tokens: int, seed: int,
+                 episode_env: AECEnv | None = None) -> tuple[Policy, dict[str, int]]:
     """The policy that ``spec`` names, for one episode of ``env_id`` in ``mode``, and the
-    token usage it accumulates (model policies only; empty for scripted and random)."""
+    token usage it accumulates (model policies only; empty for scripted and random).
+
+    ``episode_env`` is that episode's env, already reset: the single-agent prompt takes each
+    role's instructions from it, because they can hold the episode's own rules and the env's
+    config (textarena_v0's game and private resources, reasoning_gym_v0's dataset). Without it
+    (checking a spec) they come from problem 0 of the default config."""
     if spec in NAMED_POLICIES:
         if mode != "multi":
             raise ValueError(f"mode {mode!r} is only defined for model policies, not {spec!r}")
@@ -115,8 +123,10 @@ def build_policy(spec: str, env_id: str, mode: str, max_tokens: int, seed: int) 
         raise ValueError(f"unknown policy spec {spec!r}")
     if mode == "multi":
         return multi, usage
-    raw = make(env_id).unwrapped
-    raw.reset(seed=0)
+    if episode_env is None:
+        episode_env = make(env_id)
+        episode_env.reset(seed=0)
+    raw = episode_env.unwrapped
     instructions = {r: raw.role_instructions(r) for r in raw.possible_agents}
     return SingleAgentPolicy(complete, raw.possible_agents, instructions), usage
 
@@ -208,7 +218,10 @@ def run_suite(config: SuiteConfig, out_dir: str | Path, *, progress: bool = True
     def play(job: tuple[str, str, str, int]) -> None:
         env_id, spec, mode, seed = job
         env = make(env_id, split=config.split, **config.env_config)
-        policy, usage = build_policy(spec, env_id, mode, config.max_tokens, config.seed)
+        if mode == "single":
+            env.reset(seed=seed)  # the prompt's instructions are this episode's (play_episode resets it alike)
+        policy, usage = build_policy(spec, env_id, mode, config.max_tokens, config.seed,
+                                     episode_env=env if mode == "single" else None)
         episode = play_episode(env, policy, seed=seed)
         env.close()
         roles = env.unwrapped.possible_agents
