@@ -145,9 +145,43 @@ class BriefInstructions(BaseWrapper):
         return "\n\n".join(m["content"] for m in messages) if messages else self.env.observe(agent)
 
 
-def make_view(env_id: str, env_kwargs: dict[str, Any], *, single_agent: bool, brief: bool) -> AECEnv:
-    """The multi-agent env or its single-agent view, with brief instructions or the env's own."""
+class ScriptedPartners(BaseWrapper):
+    """An env in which ``roles`` are played by the demonstration oracle without mistakes
+    (:class:`DemonstrationPolicy`, compact tool programs): whenever one of them is to move it
+    acts inside ``reset``/``step``, so a rollout only ever sees the other roles' turns. The
+    scripted roles stay in ``agents`` (their rewards and dead steps follow the AEC protocol);
+    they simply never have a live turn left for the trainer."""
+
+    def __init__(self, env: AECEnv, env_id: str, roles: tuple[str, ...]) -> None:
+        super().__init__(env)
+        self.scripted = roles
+        self.partner = DemonstrationPolicy(env_id, 0.0, random.Random(0))
+
+    def _play_scripted(self) -> None:
+        env = self.env
+        while env.agents and env.agent_selection in self.scripted:
+            agent = env.agent_selection
+            if env.terminations[agent] or env.truncations[agent]:
+                return  # the episode is over: the rollout steps the dead agents itself
+            action, _ = self.partner.act(agent, env.observe(agent), env.infos[agent])
+            env.step(action)
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        self.env.reset(seed=seed, options=options)
+        self._play_scripted()
+
+    def step(self, action: Any) -> None:
+        self.env.step(action)
+        self._play_scripted()
+
+
+def make_view(env_id: str, env_kwargs: dict[str, Any], *, single_agent: bool, brief: bool,
+              scripted: tuple[str, ...] = ()) -> AECEnv:
+    """The multi-agent env or its single-agent view, with brief instructions or the env's own,
+    and optionally some roles played by the oracle (:class:`ScriptedPartners`)."""
     env = single_agent_env(env_id, **env_kwargs) if single_agent else pettingllm_envs.make(env_id, **env_kwargs)
+    if scripted:
+        env = ScriptedPartners(env, env_id, scripted)
     return BriefInstructions(env, env_id) if brief else env
 
 
@@ -189,12 +223,15 @@ class DemonstrationPolicy:
 
 
 def multi_agent_demonstrations(env_id: str, env_kwargs: dict[str, Any], problems: range, mistake_rate: float,
-                               seed: int, *, brief: bool = False) -> list[Demonstration]:
+                               seed: int, *, brief: bool = False, scripted: tuple[str, ...] = ()
+                               ) -> list[Demonstration]:
     """Every role's demonstrated action at every step of one episode per train problem. The
     episodes continue with the demonstrated (possibly wrong) actions, so later turns show the
-    states a mistake leads to and the oracle's recovery from them."""
+    states a mistake leads to and the oracle's recovery from them. Roles in ``scripted`` are
+    played by the oracle without mistakes inside the env (:class:`ScriptedPartners`) and get
+    no demonstrations."""
     policy = DemonstrationPolicy(env_id, mistake_rate, random.Random(seed), env_kwargs.get("size", 9))
-    env = make_view(env_id, {**env_kwargs, "split": "train"}, single_agent=False, brief=brief)
+    env = make_view(env_id, {**env_kwargs, "split": "train"}, single_agent=False, brief=brief, scripted=scripted)
     demos = []
     for problem in problems:
         env.reset(seed=problem)
@@ -211,7 +248,8 @@ def multi_agent_demonstrations(env_id: str, env_kwargs: dict[str, Any], problems
 
 
 def single_agent_demonstrations(env_id: str, env_kwargs: dict[str, Any], problems: range, mistake_rate: float,
-                                seed: int, *, brief: bool = False) -> list[Demonstration]:
+                                seed: int, *, brief: bool = False, scripted: tuple[str, ...] = ()
+                               ) -> list[Demonstration]:
     """The single-agent view's demonstrations: one reply per turn with a ``### <role>``
     section per role, each section the multi-agent role's demonstration (independently
     corrupted), worked out from the board the turn starts from."""

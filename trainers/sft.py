@@ -75,6 +75,10 @@ class SFTConfig:
     (:class:`trainers.demonstrations.BriefInstructions`): 3-4x shorter prompts for a model
     trained from scratch, which cannot read the English anyway. An RL run from this warm
     start must use the same prompts (``benchmarks/learning.py`` does)."""
+    scripted_roles: list[str] = field(default_factory=list)
+    """Roles played by the oracle without mistakes during the demonstrations (and in the RL runs
+    that start from this warm start): only the other roles are demonstrated, and they see the
+    scripted roles' correct output."""
     regime: Regime = "shared"
     """``shared``: one model learns every role (and the single-agent view); ``per_role``: one
     model per role, each on its own role's demonstrations."""
@@ -144,7 +148,8 @@ def learning_rate(step: int, cfg: SFTConfig) -> float:
 def collect_demonstrations(cfg: SFTConfig) -> list[Demonstration]:
     problems = range(cfg.train_problems)
     brief = cfg.brief_instructions
-    demos = multi_agent_demonstrations(cfg.env, cfg.env_kwargs, problems, cfg.mistake_rate, cfg.seed, brief=brief)
+    demos = multi_agent_demonstrations(cfg.env, cfg.env_kwargs, problems, cfg.mistake_rate, cfg.seed, brief=brief,
+                                       scripted=tuple(cfg.scripted_roles))
     if cfg.single_agent:
         demos += single_agent_demonstrations(cfg.env, cfg.env_kwargs, problems, cfg.mistake_rate, cfg.seed + 1,
                                              brief=brief)

@@ -1,0 +1,155 @@
+"""Learning evidence (trainers.learning): the statistics, the warm start's demonstrations and
+sft's loss masking, and the quick CI check that AT-GRPO raises held-out success over its warm
+start by more than the seed-to-seed noise measured in the same run."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from trainers.demonstrations import (
+    ANSWERS,
+    DemonstrationPolicy,
+    make_view,
+    multi_agent_demonstrations,
+    single_agent_demonstrations,
+)
+from trainers.learning import improvement_beyond_noise, mean_ci, pooled_rate, quick_config, run_experiment
+from trainers.sft import SFTConfig, SFTConfigError, learning_rate
+
+PLAN = {"rows": 4, "cols": 4, "max_turns": 2}
+
+
+def test_improvement_must_exceed_the_seed_noise():
+    assert improvement_beyond_noise([0.1, 0.1, 0.1], [0.5, 0.5, 0.5])["beyond"] == 1.0
+    # a mean gain smaller than how much seeds disagree is not evidence
+    noisy = improvement_beyond_noise([0.1, 0.3, 0.2], [0.6, 0.1, 0.2])
+    assert noisy["mean_delta"] == pytest.approx(0.1) and noisy["beyond"] == 0.0
+    assert improvement_beyond_noise([0.2, 0.2, 0.2], [0.2, 0.2, 0.2])["beyond"] == 0.0
+
+
+def test_pooled_rate_and_t_interval():
+    pooled = pooled_rate([0.25, 0.5], 8)
+    assert pooled["rate"] == pytest.approx(6 / 16) and pooled["episodes"] == 16
+    assert 0 < pooled["ci_low"] < pooled["rate"] < pooled["ci_high"] < 1
+    mean, half = mean_ci([0.1, 0.2, 0.3])
+    assert mean == pytest.approx(0.2) and half == pytest.approx(4.303 * 0.1 / 3 ** 0.5)
+
+
+def test_learning_rate_warms_up_then_decays_to_min_lr():
+    cfg = SFTConfig(steps=100, warmup_steps=10, lr=1e-3, min_lr=1e-4)
+    assert learning_rate(0, cfg) == pytest.approx(1e-4)
+    assert learning_rate(9, cfg) == pytest.approx(1e-3)
+    assert learning_rate(99, cfg) == pytest.approx(1e-4)
+    rates = [learning_rate(s, cfg) for s in range(10, 100)]
+    assert all(a >= b for a, b in itertools.pairwise(rates))
+
+
+def test_sft_config_refuses_bad_values():
+    for bad in ({"mistake_rate": 1.5}, {"env": "code_v0"}, {"steps": 0}, {"lr": 1e-4, "min_lr": 1e-3}):
+        with pytest.raises(SFTConfigError):
+            SFTConfig(**bad).validate()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id, kwargs", [("plan_path_v0", PLAN), ("sudoku_v0", {"size": 4, "max_turns": 2})])
+def test_clean_demonstrations_solve_and_corrupted_ones_do_not(env_id, kwargs):
+    """Demonstrations without mistakes solve every episode in one turn; at rate 1 every answer
+    is wrong (well-formed, but no episode is solved in its first turn)."""
+    clean = multi_agent_demonstrations(env_id, kwargs, range(20), 0.0, seed=0)
+    assert len(clean) == 40 and not any(d.corrupted for d in clean)  # tool + planner, one turn each
+    wrong = multi_agent_demonstrations(env_id, kwargs, range(20), 1.0, seed=0)
+    assert all(d.corrupted for d in wrong) and len(wrong) == 80  # never solved: both turns played
+    solo = single_agent_demonstrations(env_id, kwargs, range(20), 0.0, seed=0)
+    assert len(solo) == 20 and all(d.action.startswith("### tool\n```python\n") for d in solo)
+
+
+def test_corruption_changes_exactly_one_item():
+    rng = random.Random(0)
+    for _ in range(50):
+        moves = ["U", "R", "R", "D"]
+        changed = ANSWERS["plan_path_v0"].corrupt(moves, rng, 9)
+        assert sum(a != b for a, b in zip(moves, changed, strict=True)) == 1
+        triples = ["1 1 2", "2 3 4"]
+        changed = ANSWERS["sudoku_v0"].corrupt(triples, rng, 4)
+        assert sum(a != b for a, b in zip(triples, changed, strict=True)) == 1
+        assert all(1 <= int(x) <= 4 for t in changed for x in t.split())
+
+
+def test_mistake_rate_is_validated():
+    with pytest.raises(ValueError, match="mistake_rate"):
+        DemonstrationPolicy("plan_path_v0", -0.1, random.Random(0))
+
+
+def test_brief_view_replaces_only_the_system_message():
+    env = make_view("plan_path_v0", PLAN, single_agent=False, brief=True)
+    plain = make_view("plan_path_v0", PLAN, single_agent=False, brief=False)
+    env.reset(seed=5)
+    plain.reset(seed=5)
+    brief_messages = env.infos["tool"]["messages"]
+    assert brief_messages[0]["content"].startswith("Role: tool.")
+    assert brief_messages[1] == plain.infos["tool"]["messages"][1]
+    assert len(brief_messages[0]["content"]) < len(plain.infos["tool"]["messages"][0]["content"]) / 3
+    solo = make_view("plan_path_v0", PLAN, single_agent=True, brief=True)
+    solo.reset(seed=5)
+    assert solo.infos["solo"]["messages"][0]["content"].startswith("Role: solo.")
+
+
+def test_sft_loss_is_the_nll_of_the_action_and_stop_tokens_only(tiny_model_dir):
+    """The SFT step's loss equals the mean negative log-likelihood of the completion tokens
+    (action + stop id) computed from one plain forward over prompt + completion: the prompt
+    carries no loss and the stop token does."""
+    import torch
+
+    from trainers.config import TrainConfig
+    from trainers.policy import PolicySet
+    from trainers.sft import _sft_step
+
+    policies = PolicySet(TrainConfig(model=str(tiny_model_dir), device="cpu", lr=1e-12), ["solo"])
+    prompt = policies.encode_prompt([{"role": "user", "content": "Walker at (0, 0)"}]).ids
+    completion = [*policies.tokenizer("MOVES: R", add_special_tokens=False)["input_ids"], policies.eos_ids[0]]
+    model = policies.models["shared"]
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + completion])).logits[0].float()
+    logp = torch.log_softmax(logits[len(prompt) - 1:-1], dim=-1)
+    expected = -logp.gather(1, torch.tensor(completion)[:, None]).mean()
+    loss = _sft_step(policies, "shared", [("shared", prompt, completion)], max_grad_norm=1.0)
+    assert loss == pytest.approx(float(expected), rel=1e-4)
+
+
+@pytest.mark.slow
+def test_sft_loss_falls_and_writes_a_loadable_model(tmp_path):
+    """A few steps on a tiny from-scratch model: the loss falls, the output loads as a model."""
+    from transformers import AutoModelForCausalLM
+
+    from trainers.sft import train_sft
+
+    cfg = SFTConfig(env="plan_path_v0", env_kwargs=PLAN, train_problems=20, steps=12, batch_size=4,
+                    scratch_hidden_size=32, scratch_layers=1, max_prompt_tokens=256, lr=3e-3, min_lr=1e-3,
+                    warmup_steps=0, device="cpu", out_dir=str(tmp_path / "warm"))
+    summary = train_sft(cfg)
+    curve = summary["loss_curve"]
+    assert curve[-1] < curve[0]
+    assert AutoModelForCausalLM.from_pretrained(tmp_path / "warm") is not None
+    with pytest.raises(SFTConfigError, match="already holds"):
+        train_sft(cfg)
+
+
+@pytest.mark.slow
+def test_quick_at_grpo_beats_its_warm_start_beyond_seed_noise(tmp_path):
+    """The CI check of the issue: from one warm start, three seeds of AT-GRPO (per-role
+    policies, tree rollouts, per-turn groups) raise held-out success by more than the
+    seed-to-seed noise measured in this run. It fails when training does not help."""
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        results = run_experiment(quick_config(str(tmp_path)))
+    finally:
+        torch.set_num_threads(threads)
+    summary = results["envs"]["plan_path_v0"]["conditions"]["at_grpo_per_role"]["summary"]
+    assert summary["seeds"] == 3
+    assert summary["mean_delta"] > summary["noise"], summary
+    assert summary["after"]["rate"] > summary["before"]["rate"]

@@ -1,0 +1,504 @@
+"""Does AT-GRPO teach? The AT-GRPO paper's comparison in miniature, on held-out problems.
+
+``pettingllm learning [--quick] [--out-dir DIR] [--seeds 0 1 2] [--envs plan_path_v0 sudoku_v0]``
+(also ``python -m benchmarks.learning``; the code lives here so that the installed command
+works outside a checkout, and nothing imports ``benchmarks``).
+
+The paper (Zhao et al. 2025, "Stronger Together") reports that on long-horizon planning a
+multi-agent system trained with AT-GRPO reaches 96-99.5 % where single-agent RL reaches
+14-47 % (Qwen3-1.7B: Plan-Path 5 -> 96-97 %, Sudoku 7 -> 99 %), and that agent- and
+turn-wise groups are what make it work. This runs the same comparison at a size a CPU can
+rerun:
+
+1. **One warm start per env** (:mod:`trainers.sft`): a byte-level Llama-style model
+   trained from scratch on the oracle's demonstrations of the train split with injected
+   mistakes (compact tool programs, brief role tags as system messages,
+   :mod:`trainers.demonstrations`), both views (every role, and the single-agent reply)
+   in one shared model, so every condition starts from the same weights.
+2. **Five conditions**, each from that warm start, at a matched budget (the same number of
+   sampled completions; the run stops at the first step that reaches it), with the same
+   optimiser, temperature, group size N and problems per step:
+
+   ``at_grpo_per_role``: tree rollouts, (problem, agent, turn) groups, one policy per role;
+   ``at_grpo_shared``: the same, one policy for every role;
+   ``pooled_groups``: the same tree rollouts and per-role policies, groups pooled per problem;
+   ``independent``: N whole episodes per problem (no tree), (problem, agent, turn) groups,
+   per-role policies (the plain-GRPO rollout);
+   ``single_agent``: one policy does the whole task alone through the single-agent view
+   (:class:`pettingllm_envs.evaluation.single_agent_env.SingleAgentEnv`, the same team
+   reward summed), trained with the same tree rollout and per-turn groups, which with one
+   agent is GRPO per turn.
+3. **Held-out evaluation** (the trainer's :meth:`~trainers.train.Trainer.evaluate`): one
+   sampled episode (temperature 1) on each of the first ``eval_problems`` test-split
+   problems, before training and at a few points of the budget. Reported per condition:
+   success before and after with 95 % Wilson intervals (all seeds' episodes pooled), the
+   mean change over seeds with a t interval, the seed-to-seed spread, per-role returns,
+   the degenerate-group fraction and the wall time.
+
+Writes ``learning.json``, ``learning.md`` (the table) and ``learning.png`` (held-out
+success against sampled completions, one panel per env) to ``--out-dir`` (default
+``benchmarks/results/learning``). ``--quick`` is the CI check
+(``tests/test_learning.py``): one small env, AT-GRPO per role only, three seeds, asserting
+that held-out success rises by more than the seed-to-seed noise of the same run.
+
+Everything runs with ``torch.set_num_threads(1)`` on CPU, conditions one after another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from trainers.evaluation import wilson_interval
+
+#: Two-sided 95 % quantiles of Student's t by degrees of freedom (seeds - 1).
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One training condition of the comparison."""
+
+    name: str
+    rollout: str
+    group_by: str
+    regime: str
+    single_agent: bool = False
+
+
+#: In the order they run: the headline comparison (AT-GRPO against the single agent) first, so
+#: that a run cut short still has it; ``independent`` last (all-distinct prompts: the slowest).
+CONDITIONS: tuple[Condition, ...] = (
+    Condition("at_grpo_per_role", "tree", "problem_agent_turn", "per_role"),
+    Condition("single_agent", "tree", "problem_agent_turn", "shared", single_agent=True),
+    Condition("at_grpo_shared", "tree", "problem_agent_turn", "shared"),
+    Condition("pooled_groups", "tree", "problem", "per_role"),
+    Condition("independent", "independent", "problem_agent_turn", "per_role"),
+)
+
+
+@dataclass
+class EnvSetting:
+    """One env of the experiment: its config, its warm start and its RL budget."""
+
+    env: str
+    env_kwargs: dict[str, Any]
+    sft_steps: int = 300
+    """Warm-start optimiser steps (batch 16)."""
+    sft_lr: float = 3e-3
+    """Peak learning rate of the warm start (cosine decay to a tenth of it)."""
+    sft_problems: int = 600
+    """Train-split problems demonstrated."""
+    mistake_rate: float = 0.3
+    """Share of demonstrated answers that are corrupted (the warm policy is imperfect)."""
+    max_new_tokens: int = 48
+    """Completion budget of a role's action."""
+    max_new_tokens_single: int = 96
+    """Completion budget of the single-agent reply (every role's section)."""
+    max_prompt_tokens: int = 512
+    """Prompt budget (bytes: the tokenizer is byte-level), in the warm start and in RL."""
+    budget: int = 2304
+    """Sampled completions per run (the matched budget)."""
+    eval_points: int = 1
+    """Held-out evaluations during a run besides before and after."""
+    scripted_roles: tuple[str, ...] = ()
+    """Roles played by the oracle without mistakes instead of a trained policy
+    (:class:`trainers.demonstrations.ScriptedPartners`); the quick CI check scripts the tool."""
+    single_agent_demonstrations: bool = True
+    """Also demonstrate the single-agent view (needed when the single-agent condition runs)."""
+    warm_dir: str | None = None
+    """An existing warm start (a ``pettingllm sft`` output, shared regime) to use instead of
+    training one; its ``sft.json`` (and that of the model it was fine-tuned from) go into the results."""
+
+
+@dataclass
+class ExperimentConfig:
+    """The whole experiment."""
+
+    envs: list[EnvSetting] = field(default_factory=lambda: [
+        EnvSetting("plan_path_v0", {"rows": 3, "cols": 3, "min_distance": 2, "max_turns": 2},
+                   max_prompt_tokens=384),
+        EnvSetting("sudoku_v0", {"size": 4, "givens": 14, "max_turns": 2}, max_new_tokens=64,
+                   max_new_tokens_single=128),
+    ])
+    conditions: tuple[Condition, ...] = CONDITIONS
+    seeds: tuple[int, ...] = (0, 1, 2)
+    n_samples: int = 8
+    """N: the group size (completions per tree node, episodes per problem with ``independent``)."""
+    problems_per_step: int = 4
+    lr: float = 3e-4
+    """AdamW learning rate of the RL runs (a from-scratch model of this size; its warm start peaked at 3e-3)."""
+    aggregation: str = "token_mean"
+    """The PPO loss's token aggregation (``TrainConfig.aggregation``)."""
+    eval_problems: int = 64
+    scratch_hidden_size: int = 64
+    """The from-scratch model: hidden 64, 2 layers (~110k parameters), the size this 2-core
+    machine can run 30 trainings of in an hour; a 128 x 4-layer model on 4x4 mazes warm-started
+    to only 2 % held-out success and took 3.5 minutes per run."""
+    scratch_layers: int = 2
+    work_dir: str = "runs/learning"
+    """Warm starts and run directories (not committed)."""
+    out_dir: str = "benchmarks/results/learning"
+
+
+def quick_config(work_dir: str) -> ExperimentConfig:
+    """The CI check, a few minutes of one core: the tool is played by the oracle
+    (:class:`trainers.demonstrations.ScriptedPartners`) and only the planner is warm-started
+    (hidden 128, 2 layers) and trained by AT-GRPO, three seeds. Its demonstrations take the
+    tool's correct answer over, corrupted at half of them, so the warm planner copies it only
+    part of the time; exact copying is what RL has to teach. (With both roles learned nothing
+    improved beyond noise at this scale: ``benchmarks/results/learning``.)"""
+    full = ExperimentConfig()
+    setting = replace(full.envs[0], eval_points=0, budget=768, scripted_roles=("tool",), mistake_rate=0.5,
+                      sft_steps=150, sft_problems=400, single_agent_demonstrations=False)
+    return replace(full, envs=[setting], conditions=CONDITIONS[:1], lr=1e-3, scratch_hidden_size=128,
+                   scratch_layers=2, work_dir=work_dir, out_dir=str(Path(work_dir) / "results"))
+
+
+# ------------------------------------------------------------------ statistics (pure)
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95 % t interval over seeds (0 for one value)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, 0.0
+    return mean, T95.get(len(values) - 1, 1.96) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def pooled_rate(rates: Sequence[float], n_each: int) -> dict[str, float]:
+    """Success over every seed's episodes pooled, with its Wilson 95 % interval."""
+    successes = round(sum(r * n_each for r in rates))
+    n = n_each * len(rates)
+    low, high = wilson_interval(successes, n)
+    return {"rate": successes / n, "ci_low": low, "ci_high": high, "episodes": n}
+
+
+def improvement_beyond_noise(before: Sequence[float], after: Sequence[float]) -> dict[str, float]:
+    """The mean change of held-out success over seeds against the seed-to-seed noise measured
+    in the same run: the larger standard deviation over seeds of the before and after rates
+    (how much one seed's figure moves by chance). ``beyond`` is 1 when the mean change
+    exceeds it."""
+    deltas = [a - b for a, b in zip(after, before, strict=True)]
+    noise = max(statistics.stdev(before) if len(before) > 1 else 0.0,
+                statistics.stdev(after) if len(after) > 1 else 0.0)
+    mean = statistics.fmean(deltas)
+    return {"mean_delta": mean, "noise": noise, "beyond": float(mean > noise)}
+
+
+# --------------------------------------------------------------------- running
+
+
+def warm_start(setting: EnvSetting, cfg: ExperimentConfig, log: Any) -> tuple[Path, dict[str, Any]]:
+    """The env's warm start, trained once and reused by every condition and seed."""
+    from trainers.sft import SFTConfig, train_sft
+
+    if setting.warm_dir:
+        out = Path(setting.warm_dir)
+        summary = json.loads((out / "sft.json").read_text())
+        parent = Path(summary["config"]["model"]) / "sft.json" if summary["config"]["model"] else None
+        if parent is not None and parent.is_file():  # a warm start fine-tuned further from an earlier one
+            summary["continued_from"] = {k: v for k, v in json.loads(parent.read_text()).items() if k != "loss_curve"}
+        print(f"[learning] using the warm start in {out}", file=log, flush=True)
+        return out, summary
+    out = Path(cfg.work_dir) / f"warm_{setting.env}"
+    summary_file = out / "sft.json"
+    sft = SFTConfig(env=setting.env, env_kwargs=setting.env_kwargs, train_problems=setting.sft_problems,
+                    mistake_rate=setting.mistake_rate, steps=setting.sft_steps, lr=setting.sft_lr,
+                    min_lr=setting.sft_lr / 10,
+                    max_prompt_tokens=setting.max_prompt_tokens, scratch_hidden_size=cfg.scratch_hidden_size,
+                    scratch_layers=cfg.scratch_layers, device="cpu", out_dir=str(out), overwrite=True,
+                    scripted_roles=list(setting.scripted_roles), single_agent=setting.single_agent_demonstrations)
+    if summary_file.exists():
+        summary = json.loads(summary_file.read_text())
+        if summary["config"] == asdict(sft) | {"overwrite": True}:
+            print(f"[learning] reusing the warm start in {out}", file=log, flush=True)
+            return out, summary
+    print(f"[learning] warm start for {setting.env}: {setting.sft_steps} SFT steps", file=log, flush=True)
+    return out, train_sft(sft, log=log)
+
+
+def make_trainer(setting: EnvSetting, condition: Condition, seed: int, warm: Path, cfg: ExperimentConfig,
+                 run_dir: Path) -> Any:
+    from trainers.config import TrainConfig
+    from trainers.demonstrations import make_view
+    from trainers.train import Trainer
+
+    class ViewTrainer(Trainer):
+        """The trainer on the env's brief-instruction view (multi-agent or single-agent)."""
+
+        def make_env(self) -> Any:
+            return make_view(self.config.env, dict(self.config.env_kwargs), single_agent=condition.single_agent,
+                             brief=True, scripted=() if condition.single_agent else setting.scripted_roles)
+
+    config = TrainConfig(
+        env=setting.env, env_kwargs=dict(setting.env_kwargs), model=str(warm), regime=condition.regime,
+        rollout=condition.rollout, group_by=condition.group_by, n_samples=cfg.n_samples,
+        problems_per_step=cfg.problems_per_step, temperature=1.0,
+        max_new_tokens=setting.max_new_tokens_single if condition.single_agent else setting.max_new_tokens,
+        max_prompt_tokens=setting.max_prompt_tokens, lr=cfg.lr, aggregation=cfg.aggregation, eval_every=0,
+        eval_problems=cfg.eval_problems,
+        steps=10**9, seed=seed, run_dir=str(run_dir), overwrite=True, tensorboard=False, progress=False,
+        checkpoint_every=0, device="cpu", micro_batch_size=16)
+    return ViewTrainer(config)
+
+
+def _eval_record(metrics: dict[str, float], step: int, completions: int, seconds: float) -> dict[str, Any]:
+    return {"step": step, "completions": completions, "seconds": seconds,
+            "success": metrics["eval/success_rate"], "ci_low": metrics["eval/success_ci_low"],
+            "ci_high": metrics["eval/success_ci_high"],
+            "returns": {k.split("/")[-1]: v for k, v in metrics.items() if k.startswith("eval/return/")}}
+
+
+def run_condition(setting: EnvSetting, condition: Condition, seed: int, warm: Path, cfg: ExperimentConfig,
+                  before_cache: dict[tuple[bool, int], dict[str, Any]], log: Any) -> dict[str, Any]:
+    """Train one condition with one seed to the matched budget; held-out evaluations on the way."""
+    import torch
+
+    run_dir = Path(cfg.work_dir) / setting.env / condition.name / f"seed{seed}"
+    start = time.perf_counter()
+    trainer = make_trainer(setting, condition, seed, warm, cfg, run_dir)
+    key = (condition.single_agent, seed)
+    if key not in before_cache:  # same weights, view and eval seed: the same episodes for every condition
+        with torch.no_grad():
+            before_cache[key] = _eval_record(trainer.evaluate(), 0, 0, 0.0)
+    curve = [before_cache[key]]
+    checkpoints = [round(setting.budget * (i + 1) / (setting.eval_points + 1)) for i in range(setting.eval_points)]
+    completions, tokens, steps = 0, 0, []
+    while completions < setting.budget:
+        metrics = trainer.train_step()
+        completions += int(metrics["samples"])
+        tokens += int(metrics["tokens"])
+        steps.append({k: metrics[k] for k in ("reward/mean", "groups/degenerate_frac", "samples/trained",
+                                              "time/step") if k in metrics})
+        if checkpoints and completions >= checkpoints[0] and completions < setting.budget:
+            checkpoints.pop(0)
+            curve.append(_eval_record(trainer.evaluate(), trainer.step, completions, time.perf_counter() - start))
+    curve.append(_eval_record(trainer.evaluate(), trainer.step, completions, time.perf_counter() - start))
+    seconds = time.perf_counter() - start
+    result = {
+        "condition": condition.name, "seed": seed, "steps": trainer.step, "completions": completions,
+        "completion_tokens": tokens, "seconds": seconds, "curve": curve,
+        "before": curve[0]["success"], "after": curve[-1]["success"],
+        "returns_before": curve[0]["returns"], "returns_after": curve[-1]["returns"],
+        "degenerate_frac": statistics.fmean(s["groups/degenerate_frac"] for s in steps),
+        "train_reward_first": steps[0]["reward/mean"], "train_reward_last": steps[-1]["reward/mean"],
+    }
+    print(f"[learning] {setting.env} {condition.name} seed {seed}: held-out success {result['before']:.3f} -> "
+          f"{result['after']:.3f} ({trainer.step} steps, {completions} completions, "
+          f"degenerate {result['degenerate_frac']:.2f}, {seconds:.0f}s)", file=log, flush=True)
+    return result
+
+
+def summarize(runs: list[dict[str, Any]], eval_problems: int) -> dict[str, Any]:
+    """Per-condition aggregates over seeds (pure)."""
+    before = [r["before"] for r in runs]
+    after = [r["after"] for r in runs]
+    delta, delta_ci = mean_ci([a - b for a, b in zip(after, before, strict=True)])
+    roles = sorted(runs[0]["returns_after"])
+    return {
+        "seeds": len(runs),
+        "before": pooled_rate(before, eval_problems), "after": pooled_rate(after, eval_problems),
+        "delta_mean": delta, "delta_ci95": delta_ci,
+        "after_seed_std": statistics.stdev(after) if len(after) > 1 else 0.0,
+        **improvement_beyond_noise(before, after),
+        "returns_before": {r: statistics.fmean(x["returns_before"][r] for x in runs) for r in roles},
+        "returns_after": {r: statistics.fmean(x["returns_after"][r] for x in runs) for r in roles},
+        "degenerate_frac": statistics.fmean(r["degenerate_frac"] for r in runs),
+        "completions": statistics.fmean(r["completions"] for r in runs),
+        "completion_tokens": statistics.fmean(r["completion_tokens"] for r in runs),
+        "seconds": statistics.fmean(r["seconds"] for r in runs),
+    }
+
+
+def run_experiment(cfg: ExperimentConfig, log: Any = sys.stderr) -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    results: dict[str, Any] = {"config": _jsonable(asdict(cfg)), "envs": {}}
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for setting in cfg.envs:
+        warm, sft_summary = warm_start(setting, cfg, log)
+        env_result: dict[str, Any] = {"warm_start": {k: v for k, v in sft_summary.items() if k != "loss_curve"},
+                                      "conditions": {}}
+        results["envs"][setting.env] = env_result
+        before_cache: dict[tuple[bool, int], dict[str, Any]] = {}
+        for condition in cfg.conditions:
+            runs = [run_condition(setting, condition, seed, warm, cfg, before_cache, log) for seed in cfg.seeds]
+            env_result["conditions"][condition.name] = {"runs": runs, "summary": summarize(runs, cfg.eval_problems)}
+            results["seconds_total"] = time.perf_counter() - started
+            (out / "learning.json").write_text(json.dumps(results, indent=2))  # partial results survive a crash
+    results["seconds_total"] = time.perf_counter() - started
+    (out / "learning.json").write_text(json.dumps(results, indent=2))
+    (out / "learning.md").write_text(markdown_table(results))
+    plot(results, out / "learning.png")
+    return results
+
+
+def combine(paths: Sequence[str | Path], out_dir: str | Path) -> dict[str, Any]:
+    """One ``learning.json``/``.md``/``.png`` from the results of runs made in separate
+    processes (one per env), written to ``out_dir``."""
+    merged: dict[str, Any] = {"envs": {}, "parts": [], "seconds_total": 0.0}
+    for path in paths:
+        part = json.loads(Path(path).read_text())
+        merged["envs"].update(part["envs"])
+        merged["parts"].append({"file": str(path), "config": part["config"], "seconds_total": part["seconds_total"]})
+        merged["seconds_total"] += part["seconds_total"]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "learning.json").write_text(json.dumps(merged, indent=2))
+    (out / "learning.md").write_text(markdown_table(merged))
+    plot(merged, out / "learning.png")
+    return merged
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------- reporting
+
+#: The paper's numbers (Zhao et al. 2025, Qwen3-1.7B): held-out success before -> after.
+PAPER = {
+    "plan_path_v0": "AT-GRPO (MAS): 5 -> 96-97 %; single-agent RL: 14-47 %",
+    "sudoku_v0": "AT-GRPO (MAS): 7 -> 99 %; single-agent RL: 14-47 %",
+}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def markdown_table(results: dict[str, Any]) -> str:
+    lines = ["| env | condition | held-out success before (95 % CI) | after (95 % CI) | change, mean over seeds "
+             "(95 % t CI) | seed std after | degenerate groups | completions | wall s/run | paper |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for env_id, env_result in results["envs"].items():
+        for name, cond in env_result["conditions"].items():
+            s = cond["summary"]
+            b, a = s["before"], s["after"]
+            lines.append(
+                f"| `{env_id}` | {name} | {_pct(b['rate'])} % ({_pct(b['ci_low'])}-{_pct(b['ci_high'])}) | "
+                f"{_pct(a['rate'])} % ({_pct(a['ci_low'])}-{_pct(a['ci_high'])}) | "
+                f"{100 * s['delta_mean']:+.1f} ± {100 * s['delta_ci95']:.1f} pts | {100 * s['after_seed_std']:.1f} | "
+                f"{s['degenerate_frac']:.2f} | {s['completions']:.0f} | {s['seconds']:.0f} | "
+                f"{PAPER.get(env_id, '') if name == 'at_grpo_per_role' else ''} |")
+    lines += ["", "Held-out return per role (mean over seeds and test episodes), before -> after:", "",
+              "| env | condition | returns | train reward, first -> last step |", "|---|---|---|---|"]
+    for env_id, env_result in results["envs"].items():
+        for name, cond in env_result["conditions"].items():
+            s = cond["summary"]
+            returns = ", ".join(f"{role} {s['returns_before'][role]:+.2f} -> {s['returns_after'][role]:+.2f}"
+                                for role in s["returns_after"])
+            first = statistics.fmean(r["train_reward_first"] for r in cond["runs"])
+            last = statistics.fmean(r["train_reward_last"] for r in cond["runs"])
+            lines.append(f"| `{env_id}` | {name} | {returns} | {first:+.3f} -> {last:+.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = list(results["envs"])
+    fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4.2), squeeze=False)
+    for ax, env_id in zip(axes[0], envs, strict=True):
+        for name, cond in results["envs"][env_id]["conditions"].items():
+            runs = cond["runs"]
+            points = min(len(r["curve"]) for r in runs)
+            xs = [statistics.fmean(r["curve"][i]["completions"] for r in runs) for i in range(points)]
+            ys = [statistics.fmean(r["curve"][i]["success"] for r in runs) for i in range(points)]
+            low = [min(r["curve"][i]["success"] for r in runs) for i in range(points)]
+            high = [max(r["curve"][i]["success"] for r in runs) for i in range(points)]
+            (line,) = ax.plot(xs, ys, marker="o", label=name)
+            ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.15)
+        ax.set_title(env_id)
+        ax.set_xlabel("sampled completions")
+        ax.set_ylabel("held-out success (mean of seeds; band: min-max)")
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------ command
+
+
+def build_parser(prog: str = "pettingllm learning") -> argparse.ArgumentParser:
+    from pettingllm_envs.cli.errors import ArgumentParser
+
+    parser = ArgumentParser(prog=prog, description="AT-GRPO against its ablations and the "
+                            "single-agent baseline, from one warm start, on held-out problems.")
+    parser.add_argument("--quick", action="store_true", help="the CI check: plan_path_v0, AT-GRPO per role, "
+                        "three seeds, a few minutes (default: the full experiment)")
+    parser.add_argument("--envs", nargs="+", help="envs of the full experiment (default: plan_path_v0 sudoku_v0)")
+    parser.add_argument("--conditions", nargs="+", choices=[c.name for c in CONDITIONS],
+                        help="conditions to run (default: all five)")
+    parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default: 0 1 2)")
+    parser.add_argument("--budget", type=int, help="sampled completions per run (default: per env, 2304)")
+    parser.add_argument("--lr", type=float, help="learning rate of the RL runs (default: 3e-4)")
+    parser.add_argument("--aggregation", choices=["token_mean", "sequence_mean", "dr_grpo"],
+                        help="the PPO loss's token aggregation (default: token_mean)")
+    parser.add_argument("--work-dir", default="runs/learning", help="warm starts and runs (default: runs/learning)")
+    parser.add_argument("--out-dir", help="results (default: benchmarks/results/learning; --quick: WORK_DIR/results)")
+    parser.add_argument("--warm-dir", nargs=2, action="append", metavar=("ENV", "DIR"),
+                        help="use the pettingllm sft output DIR as ENV's warm start instead of training one "
+                             "(repeatable; default: train one per env in WORK_DIR)")
+    parser.add_argument("--combine", nargs="+", metavar="JSON", help="only merge learning.json files of runs made "
+                        "in separate processes into OUT_DIR (table, plot, JSON)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    if args.combine:
+        merged = combine(args.combine, args.out_dir or "benchmarks/results/learning")
+        print(markdown_table(merged))
+        return 0
+    cfg = quick_config(args.work_dir) if args.quick else ExperimentConfig(work_dir=args.work_dir)
+    if args.envs:
+        known = {s.env: s for s in ExperimentConfig().envs}
+        cfg.envs = [known[e] for e in args.envs if e in known]
+    if args.conditions:
+        cfg.conditions = tuple(c for c in CONDITIONS if c.name in args.conditions)
+    if args.seeds:
+        cfg.seeds = tuple(args.seeds)
+    if args.lr:
+        cfg.lr = args.lr
+    if args.aggregation:
+        cfg.aggregation = args.aggregation
+    if args.budget:
+        cfg.envs = [replace(s, budget=args.budget) for s in cfg.envs]
+    if args.out_dir:
+        cfg.out_dir = args.out_dir
+    warm = dict(args.warm_dir or [])
+    cfg.envs = [replace(s, warm_dir=warm.get(s.env, s.warm_dir)) for s in cfg.envs]
+    results = run_experiment(cfg)
+    print(markdown_table(results))
+    if args.quick:
+        verdict = results["envs"]["plan_path_v0"]["conditions"]["at_grpo_per_role"]["summary"]
+        print(f"[learning] quick: mean change {verdict['mean_delta']:+.3f}, seed noise {verdict['noise']:.3f}")
+        return 0 if verdict["beyond"] else 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
