@@ -11,6 +11,8 @@ import copy
 import random
 import socket
 import string
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -186,6 +188,39 @@ def test_each_unavailable_reason_holds(game):
             return
         with pytest.raises(expected):
             textarena.make(game + "-raw").reset(num_players=2, seed=0)
+
+
+FREE_FOR_ALL_GAMES = ["LiarsDice-v0", "MarketEntryGame-v0", "Poker-v0", "PublicGoodsGame-v0", "SantoriniBaseFixed-v0",
+                      "Snake-v0", "Surround-v0"]
+
+
+@pytest.mark.parametrize("game", FREE_FOR_ALL_GAMES)
+def test_a_free_for_all_game_ends_at_the_first_elimination_as_that_players_loss(game):
+    """Before: Poker and Santorini went on with the eliminated player to move, so junk until
+    truncation drew instead of losing; MarketEntryGame and PublicGoodsGame hung the process."""
+    env = make(game)
+    env.reset(seed=0)
+    junk_seat = env.agent_selection
+    for _ in range(30):
+        agent = env.agent_selection
+        if env.terminations[agent] or env.truncations[agent]:
+            break
+        env.step("junk" if agent == junk_seat else scripted_policy(env.observe(agent), agent, env.infos[agent]))
+    assert env.unwrapped.game.state.done and not any(env.truncations.values())
+    assert env.infos[junk_seat]["game"]["outcome"] == -1.0
+
+
+@pytest.mark.slow
+def test_textarena_itself_hangs_when_both_players_of_market_entry_are_eliminated():
+    """What the elimination rule guards against, on TextArena alone (in a child process: it never
+    returns): each player sends junk until it is eliminated, then a valid move; once both are out,
+    ``FFAMultiPlayerState.step`` looks for a player still in forever."""
+    script = ("import textarena\ngame = textarena.make('MarketEntryGame-v0-raw')\ngame.reset(num_players=2, seed=0)\n"
+              "for _ in range(80):\n    state = game.state\n"
+              "    action = '[E]' if state.current_player_id in state.elimination_order else 'junk'\n"
+              "    if game.step(action)[0]:\n        break\nprint('finished')")
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=10)
 
 
 def test_unknown_and_unavailable_games_are_refused_with_the_reason():

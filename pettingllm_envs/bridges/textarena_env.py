@@ -3,7 +3,7 @@
 | Property            | Value                                                                        |
 |---------------------|------------------------------------------------------------------------------|
 | Id / import         | `textarena_v0` (needs `pip install -e '.[textarena]'`, TextArena 0.7.4)       |
-| Games               | `game=`: any of the 38 two-player games of `textarena_games.GAMES`; the games |
+| Games               | `game=`: any of the 41 two-player games of `textarena_games.GAMES`; the games |
 |                     | left out are listed there with the reason (NLTK data, API keys, fixed starts) |
 | Roles (turn order)  | `player_0`, `player_1`: TextArena's players 0 and 1; who moves next is the    |
 |                     | game's `current_player_id` (a player may move twice: a retry, or the rules)   |
@@ -97,6 +97,27 @@ ShownLine = tuple[str, str]
 #: Most candidates tried per legality check (generators and listed options are cut to this).
 MAX_CANDIDATES = 96
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+
+
+def _settle_eliminations(state: Any) -> None:
+    """End a two-player game on TextArena's free-for-all state once a player is eliminated: the
+    other is the last one standing, and wins. TextArena leaves that to each game, and some never
+    do: Poker and Santorini go on with the eliminated player to move (junk until truncation would
+    be a draw instead of a loss), MarketEntryGame and PublicGoodsGame loop forever in
+    ``FFAMultiPlayerState.step`` once both players are out."""
+    eliminated = set(getattr(state, "elimination_order", None) or ())
+    if state.done or not eliminated:
+        return
+    if eliminated >= {0, 1}:
+        state.rewards = {0: 0, 1: 0}
+    else:
+        loser = eliminated.pop()
+        state.rewards = {loser: -1, 1 - loser: 1}
+    reason = "the game is over: a player was eliminated (an invalid move past the game's allowance, or its rules)"
+    state.add_observation(message=reason, observation_type=ObservationType.GAME_ADMIN)
+    for pid in (0, 1):
+        state.game_info[pid]["reason"] = reason
+    state.done = True
 
 
 def available_games() -> list[str]:
@@ -275,8 +296,9 @@ class raw_env(TextAECEnv[GameInstance]):
         except Exception as error:  # a TextArena bug on odd input must not end the episode
             reason = f"the game could not process this action ({type(error).__name__}); it counts as invalid"
             return game, rng_state, StepOutcome(True, reason, {0: (), 1: ()}, raised=True)
-        lines = self._drain(game)
         state = game.state
+        _settle_eliminations(state)
+        lines = self._drain(game)
         invalid = getattr(state, "error_count", 0) > errors_before or (
             bool(state.game_info[pid].get("invalid_move")) and not flagged_before)
         reason = None

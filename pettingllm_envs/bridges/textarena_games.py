@@ -177,15 +177,22 @@ GAMES: dict[str, GameSpec] = {
     "IteratedMatchingPennies-v0": GameSpec(_fixed("[heads]", "[tails]"), opening_plies=(2, 4)),
     "IteratedPrisonersDilemma-v0": GameSpec(_fixed("[Cooperate]", "[Defect]"), opening_plies=(2, 4, 6)),
     "IteratedRockPaperScissors-v0": GameSpec(_fixed("[rock]", "[paper]", "[scissors]"), opening_plies=(2, 4)),
+    "IteratedUltimatumGame-v0": GameSpec(_fixed("[Offer: 2]", "[Offer: 5]", "[Offer: 8]", "[Accept]", "[Reject]"),
+                                         opening_plies=(2, 4)),
     "IteratedTwoThirdsAverage-v0": GameSpec(_fixed(*(f"[{g}]" for g in range(0, 101, 10))), opening_plies=(2, 4)),
     "KuhnPoker-v0": GameSpec(_fixed("[check]", "[bet]", "[call]", "[fold]"), random_during_play=True),
     "LiarsDice-v0": GameSpec(_liars_dice, random_during_play=True),
     "LinesOfAction-v0": GameSpec(_lines_of_action, opening_plies=(2, 4)),
+    # MarketEntryGame and PublicGoodsGame loop forever in TextArena once both players are eliminated:
+    # the env ends a free-for-all game at the first elimination (textarena_env._settle_eliminations).
+    "MarketEntryGame-v0": GameSpec(_fixed("{I will stay out.}", "{I will enter.}", "[E]", "[S]"),
+                                   opening_plies=(2, 4, 6)),
     "MemoryGame-v0": GameSpec(),
     "Nim-v0": GameSpec(_nim, opening_plies=(1, 2, 3)),
     "Othello-v0": GameSpec(_othello, opening_plies=(2, 4)),
     "PigDice-v0": GameSpec(_fixed("[roll]", "[hold]"), opening_plies=(1, 2, 3), random_during_play=True),
     "Poker-v0": GameSpec(random_during_play=True),
+    "PublicGoodsGame-v0": GameSpec(_fixed("{Let us all contribute.}", "[0]", "[10]", "[20]"), opening_plies=(2, 4, 6)),
     "QuantumTicTacToe-v0": GameSpec(_quantum_tictactoe, opening_plies=(2, 4)),
     "SantoriniBaseFixed-v0": GameSpec(_listed, opening_plies=(2, 4)),
     "SimpleBlindAuction-v0": GameSpec(),
@@ -243,8 +250,9 @@ UNAVAILABLE: dict[str, str] = {
     "SettlersOfCatan-v0": NOT_TWO_PLAYERS,
     "SecretMafia-v0": NOT_TWO_PLAYERS,
     "BabyAiText-v0": NO_RAW_VARIANT,
-    **dict.fromkeys(["Crusade-v0", "IteratedUltimatumGame-v0", "MarketEntryGame-v0", "NewRecruit-v0",
-                     "PublicGoodsGame-v0", "Tak-v0"], FIXED_START),
+    "Crusade-v0": FIXED_START,
+    "NewRecruit-v0": FIXED_START,  # (and it prints to standard output on every proposal)
+    "Tak-v0": FIXED_START,
 }
 
 #: One-player puzzles (not games between two players; reasoning-gym-style tasks are bridged elsewhere).
