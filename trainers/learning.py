@@ -127,7 +127,7 @@ class ExperimentConfig:
         EnvSetting("plan_path_v0", {"rows": 3, "cols": 3, "min_distance": 2, "max_turns": 2},
                    max_prompt_tokens=384),
         EnvSetting("sudoku_v0", {"size": 4, "givens": 14, "max_turns": 2}, max_new_tokens=64,
-                   max_new_tokens_single=128),
+                   max_new_tokens_single=128, budget=1536),
     ])
     conditions: tuple[Condition, ...] = CONDITIONS
     seeds: tuple[int, ...] = (0, 1, 2)
@@ -152,15 +152,18 @@ class ExperimentConfig:
 def quick_config(work_dir: str) -> ExperimentConfig:
     """The CI check, a few minutes of one core: the tool is played by the oracle
     (:class:`trainers.demonstrations.ScriptedPartners`) and only the planner is warm-started
-    (hidden 128, 2 layers) and trained by AT-GRPO, three seeds. Its demonstrations take the
-    tool's correct answer over, corrupted at half of them, so the warm planner copies it only
-    part of the time; exact copying is what RL has to teach. (With both roles learned nothing
-    improved beyond noise at this scale: ``benchmarks/results/learning``.)"""
+    (hidden 128, 2 layers) and trained by AT-GRPO (the full run's learning rate), three seeds.
+    Its demonstrations take the tool's correct answer over, corrupted at half of them, so the
+    warm planner copies it only part of the time; exact copying is what RL would have to teach.
+    Measured here it does not: held-out success fell in every seed tried (learning rates 1e-4 to
+    1e-3, token- and sequence-mean losses, hidden 128 and 192), as in the full experiment
+    (``benchmarks/results/learning``); ``tests/test_learning.py`` keeps the check as a strict
+    expected failure."""
     full = ExperimentConfig()
     setting = replace(full.envs[0], eval_points=0, budget=768, scripted_roles=("tool",), mistake_rate=0.5,
                       sft_steps=150, sft_problems=400, single_agent_demonstrations=False)
-    return replace(full, envs=[setting], conditions=CONDITIONS[:1], lr=1e-3, scratch_hidden_size=128,
-                   scratch_layers=2, work_dir=work_dir, out_dir=str(Path(work_dir) / "results"))
+    return replace(full, envs=[setting], conditions=CONDITIONS[:1], scratch_hidden_size=128, scratch_layers=2,
+                   work_dir=work_dir, out_dir=str(Path(work_dir) / "results"))
 
 
 # ------------------------------------------------------------------ statistics (pure)
