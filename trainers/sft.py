@@ -9,7 +9,9 @@ that ``pettingllm train`` starts from:
 * ``regime: shared``: ``OUT`` is one model + tokenizer directory: ``--model OUT``.
 * ``regime: per_role``: ``OUT/<role>/`` per role (and ``OUT/solo/`` with ``single_agent``),
   each a model directory, the layout of a checkpoint's ``policies/``: ``--model OUT/<role>``
-  for one role, or ``--init-policies OUT`` for all of them.
+  starts every policy of a run from one role's weights; starting each role from its own
+  needs ``Trainer.make_policies(init_dir=OUT)`` (a subclass; ``pettingllm train`` has no
+  option for it yet).
 
 **Why not TRL's SFTTrainer.** The warm policy must be trained on exactly the token layout
 the RL trainer samples from and scores: the prompt rendered and cut by
