@@ -172,3 +172,19 @@ def test_scripted_partner_acts_inside_the_env_and_the_rollout_sees_only_the_plan
     env.reset(seed=7)
     env.step("MOVES: nowhere")  # a planner format error: the tool acts again for turn 2
     assert env.agent_selection == "planner" and env.infos["tool"]["turn"] == 1
+
+
+@pytest.mark.slow
+def test_per_role_sft_writes_one_loadable_model_per_role(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from trainers.sft import train_sft
+
+    cfg = SFTConfig(env="plan_path_v0", env_kwargs=PLAN, train_problems=8, steps=2, batch_size=2, regime="per_role",
+                    scratch_hidden_size=32, scratch_layers=1, max_prompt_tokens=128, device="cpu",
+                    out_dir=str(tmp_path / "warm"))
+    summary = train_sft(cfg)
+    assert set(summary["demonstrations_per_policy"]) == {"tool", "planner", "solo"}
+    for role in ("tool", "planner", "solo"):
+        assert AutoModelForCausalLM.from_pretrained(tmp_path / "warm" / role) is not None
+    assert not (tmp_path / "warm" / "_scratch").exists()
