@@ -13,6 +13,7 @@ import socket
 import string
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,47 @@ def test_same_seed_same_episode_and_seeds_differ(game):
                                                                    second.rewards)
     others = {play_episode(make(game), scripted_policy, seed=s).observations[0] for s in (12, 13, 14)}
     assert len(others | {first.observations[0]}) > 1
+
+
+# ------------------------------------------------------------------ hostile replies: a time bound
+#: Replies that drive TextArena's parsers to their worst case (their regexes backtrack on repeated
+#: openers: ConnectFour's ``.*\[(?:col\s*)?(\d+)\].*`` on ``[[[...`` is quadratic), one per parser family.
+HOSTILE_UNITS = ["[", "[col ", "[0", "[0 ", "[0,", "[a1 ", "a1", "[A", "[a", "[play ", "[Bid: 1, ", "{", " ", "0", "1 "]
+
+
+def _slowest_hostile_step(game: str) -> tuple[float, str]:
+    env = make(game)
+    length = env.unwrapped.config.max_action_chars
+    slowest = (0.0, "")
+    for unit in HOSTILE_UNITS:
+        env.reset(seed=0)
+        reply = (unit * (length // len(unit) + 1))[:length]
+        started = time.perf_counter()
+        env.step(reply)
+        slowest = max(slowest, (time.perf_counter() - started, unit))
+    return slowest
+
+
+def test_the_reply_length_bound_is_well_below_what_stalls_a_parser():
+    """A denial-of-service bound, not a speed target: at the base class's 32768 characters, one reply
+    of ``[`` took ConnectFour 29 s. textarena_v0 sends the game at most 2048; longer replies are unread."""
+    env = make("ConnectFour-v0")
+    assert env.unwrapped.config.max_action_chars == 2048
+    env.reset(seed=0)
+    agent = env.agent_selection
+    env.step("[" * 32768)
+    last = env.infos[agent]["last_action"]
+    assert not last["valid"] and "max_action_chars" in last["invalid_reason"]
+    seconds, unit = _slowest_hostile_step("ConnectFour-v0")
+    assert seconds < 1.0, (seconds, unit)
+
+
+@pytest.mark.slow
+def test_no_hostile_reply_of_the_allowed_length_stalls_any_game():
+    """Every playable game steps the worst hostile reply found within a generous second (about 0.1 s
+    for the slowest, ConnectFour, on a quiet machine): one reply cannot stall a rollout worker."""
+    slow = {game: found for game in GAMES if (found := _slowest_hostile_step(game))[0] >= 1.0}
+    assert not slow, slow
 
 
 # ------------------------------------------------------------------ the game table

@@ -10,7 +10,8 @@
 | Observation         | `TextObservation`: the game's prompt for this player, then the messages the   |
 |                     | game sent this player (only the latest board), players' words quoted `> `    |
 | Action              | `UnicodeText(max_action_chars)`: free text, read by the game itself (most     |
-|                     | games want a bracketed move, e.g. `[col 3]`); the whole reply goes to it      |
+|                     | games want a bracketed move, e.g. `[col 3]`); the whole reply goes to it,     |
+|                     | at most 2048 characters by default (TextArena's parsers can be quadratic)     |
 | Team state G        | zero-sum, from the player's side: `(r_self - r_other) / 2` of TextArena's     |
 |                     | rewards once the game is over (+1 win, -1 loss, 0 draw), 0 while it runs      |
 | Local reward        | legality only: 0 for a move the game accepts, `-illegal_move_penalty` for   |
@@ -20,7 +21,8 @@
 | Illegal move        | TextArena's rule: the player retries (its `error_allowance`, usually 1), then |
 |                     | loses the game; each rejected move is penalised and explained in infos        |
 | Termination         | the game says it is over (win, loss, draw, its own turn limit)                |
-| Truncation          | `max_turns` turns (default 100); an unfinished game scores as a draw (G = 0)  |
+| Truncation          | `max_turns` turns (default 100); an unfinished game scores as a draw (G = 0), |
+|                     | but a rejected reply whose retry would start a turn past `max_turns` loses     |
 | Config              | `TextArenaConfig`: game, illegal_move_penalty, legal_actions_in_info, ...    |
 
 **Rewards.** The base class pays every player, after each action, ``alpha`` times the change
@@ -30,6 +32,18 @@ move that ends the game pays the winner ``alpha`` and the loser ``-alpha`` in th
 penalises moves the game rejects: a positive credit per legal move would pay a player for
 making a game last longer (the stalling attack), which TextArena's games cannot bound in
 general. ``infos[agent]["success"]`` is True for the winner.
+
+**The last turn.** A rejected reply (refused by the game, or unread: not a string, too long)
+gives the same player a retry, and a player acting again starts a new turn. So at the last
+turn one invalid move would truncate the episode as a draw, and a player in a lost position
+could deny the opponent its winning reply (-``illegal_move_penalty`` beats -1). The env
+therefore scores a rejected reply that leaves no turn for its retry as that player's loss,
+like TextArena's rule for a player out of retries. The alternatives were weighed: counting
+only accepted moves as turns needs a separate bound on rejected ones (replies refused unread
+never reach TextArena's retry limit), and the reply that reaches that bound would be the same
+dodge; this rule costs an honest policy only an invalid move at the very last turn, which a
+longer ``max_turns`` makes rare. (A legal move after which the same player moves again, a
+dice game's roll, still ends the last turn as a truncation: it is a move, not a dodge.)
 
 **Instances and splits.** An instance is a TextArena seed plus, for games whose start is
 always the same (``GameSpec.opening_plies``), an opening of random legal moves drawn from
@@ -96,6 +110,8 @@ ViewLine = tuple[int, str, str]
 ShownLine = tuple[str, str]
 #: Most candidates tried per legality check (generators and listed options are cut to this).
 MAX_CANDIDATES = 96
+#: Why a rejected reply at the last turn loses (see ``raw_env._forfeit_if_no_turn_is_left``).
+NO_TURN_FOR_RETRY = "no turn is left for a retry (max_turns), so it loses the game"
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
@@ -146,6 +162,11 @@ class TextArenaConfig(TextEnvConfig):
     ``infos[agent]["game"]`` (games with a move generator; one game copy and step per candidate)."""
     max_quoted_chars: int = 2000
     """A player's words are shown to the players cut to this many characters (the game reads them whole)."""
+    max_action_chars: int = 2048
+    """Longest reply sent to the game (longer ones cost ``format_penalty`` unread). Far below the base
+    class's 32768 because some TextArena parsers take time quadratic in the reply's length (ConnectFour's
+    ``.*\\[(?:col\\s*)?(\\d+)\\].*`` takes 29 s on 32768 ``[``): at 2048 the slowest hostile reply
+    found steps in about 0.1 s, so one reply cannot stall a rollout worker."""
 
     def validate(self) -> None:
         super().validate()
@@ -381,9 +402,39 @@ class raw_env(TextAECEnv[GameInstance]):
         self.legal_cache = None
         parsed = {"action": text[:200]}
         if outcome.invalid:
-            return ActionResult(-self.config.illegal_move_penalty, valid=False, parsed=parsed,
-                                invalid_reason=outcome.reason)
+            reason = outcome.reason
+            if self._forfeit_if_no_turn_is_left(agent):
+                reason = f"{reason}; {NO_TURN_FOR_RETRY}"
+            return ActionResult(-self.config.illegal_move_penalty, valid=False, parsed=parsed, invalid_reason=reason)
         return ActionResult(0.0, parsed=parsed)
+
+    def step(self, action: Any) -> None:
+        """The base step; a reply refused unread (not a string, too long) at the last turn loses too."""
+        agent = self.agent_selection
+        live = bool(self.agents) and not (self.terminations[agent] or self.truncations[agent])
+        if live and self._coerce_action(action)[1] is not None:
+            self._forfeit_if_no_turn_is_left(agent)
+        super().step(action)
+
+    def _forfeit_if_no_turn_is_left(self, agent: str) -> bool:
+        """After a rejected reply: when the retry it earns would start a turn past ``max_turns``, the
+        episode would truncate as a draw, so the player to move could dodge a lost position with one
+        invalid move; instead the rejected reply loses the game (TextArena's rule for a player out of
+        retries). A retry always starts a new turn: the same player acting again ends the turn."""
+        state = self.game.state
+        if state.done or ROLES[state.current_player_id] != agent or self.turn + 1 < self.config.max_turns:
+            return False
+        pid = ROLES.index(agent)
+        state.rewards = {pid: -1, 1 - pid: 1}
+        state.game_info[pid]["invalid_move"] = True
+        for player in (0, 1):
+            state.game_info[player]["reason"] = NO_TURN_FOR_RETRY
+        state.add_observation(message=f"Player {pid} made an invalid move; {NO_TURN_FOR_RETRY}.",
+                              observation_type=ObservationType.GAME_ADMIN)
+        state.done = True
+        lines = self._drain(self.game)
+        self.views = {ROLES[p]: self.views[ROLES[p]] + self._shown(lines[p]) for p in (0, 1)}
+        return True
 
     def next_agent(self, agent: str) -> str:
         if self.game.state.done:

@@ -174,12 +174,10 @@ def ta_env(game: str, seed: int = 0, **config: Any) -> Any:
 DOOMED_TICTACTOE = (3, ("[2]", "[4]", "[3]", "[1]"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "textarena_v0: a rejected move starts a new turn (the retry), so at the last turn the player to move "
-    "can end the episode by truncation (scored as a draw, G=0) with one invalid move, denying the opponent "
-    "its winning reply: -illegal_move_penalty (-0.5) beats the -1 of playing on. Reachable with the default "
-    "max_turns=100 in games that run that long (Breakthrough, Alquerque, LinesOfAction, Chopsticks, ...)"))
 def test_an_invalid_move_at_the_last_turn_does_not_turn_a_loss_into_a_draw():
+    """Was a working attack: a rejected move starts a new turn (the retry), so at the last turn one
+    invalid move truncated the episode as a draw (G=0), denying the opponent its winning reply
+    (-illegal_move_penalty = -0.5 beat the -1 of playing on). Now such a move loses."""
     seed, moves = DOOMED_TICTACTOE
     env = ta_env("TicTacToe-v0", seed, max_turns=3)
     for move in moves:

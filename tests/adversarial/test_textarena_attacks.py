@@ -145,7 +145,7 @@ def test_an_over_long_reply_reaches_the_opponent_cut():
     env = fresh("SimpleNegotiation-v0", max_quoted_chars=100)
     agent = env.agent_selection
     opponent = "player_1" if agent == "player_0" else "player_0"
-    env.step("Deal? " + "A" * 20000)
+    env.step("Deal? " + "A" * 1500)  # within max_action_chars, over max_quoted_chars
     view = str(env.observe(opponent))
     assert "A" * 101 not in view and "[... cut]" in view
 
@@ -160,3 +160,42 @@ def test_no_seat_earns_more_by_losing_on_purpose(game):
             episode = play_episode(pettingllm_envs.make(ENV_ID, game=game), policies, seed=2)
             assert episode.total_reward(seat) <= 1.0 + 1e-9
             assert episode.total_reward(seat) <= episode.total_reward(other) + 1e-9
+
+
+@pytest.mark.parametrize("dodge", ["[99]", None, 12345, "[" * 5000], ids=["rejected", "none", "not text", "too long"])
+def test_a_rejected_reply_at_the_last_turn_loses_instead_of_truncating_as_a_draw(dodge):
+    """A retry starts a new turn, so at the last turn any reply the game does not accept (refused by
+    the game, or unread by the env) would truncate the episode as a draw: the dodge of a lost position.
+    It loses the game instead, and pays less than any legal move that loses."""
+    env = fresh("TicTacToe-v0", max_turns=1)  # the first turn is the last
+    raw = env.unwrapped
+    agent = env.agent_selection
+    other = "player_1" if agent == "player_0" else "player_0"
+    env.step(dodge)
+    assert all(env.terminations.values()) and not any(env.truncations.values())
+    assert raw.outcome(agent) == -1.0 and env.infos[other]["success"] and not env.infos[agent]["success"]
+    assert raw.history[-1].reward <= -1.0 - raw.config.illegal_move_penalty / 2
+    assert raw.outcome("player_0") + raw.outcome("player_1") == 0
+
+
+def test_a_rejected_reply_before_the_last_turn_still_gets_its_retry():
+    env = fresh("TicTacToe-v0", max_turns=3)
+    agent = env.agent_selection
+    env.step("[99]")
+    assert not env.unwrapped.is_done() and env.agent_selection == agent
+    env.step(honest_move(env))
+    assert env.infos[agent]["last_action"]["valid"]
+
+
+@pytest.mark.parametrize("game", ["ConnectFour-v0", "KuhnPoker-v0"])
+def test_stalling_with_unread_replies_loses_by_the_last_turn(game):
+    """Replies the env refuses unread (over-long) never reach TextArena's retry limit; they still cost
+    a turn each, and the one at the last turn loses: stalling this way returns less than a loss."""
+    for seat in ("player_0", "player_1"):
+        other = "player_1" if seat == "player_0" else "player_0"
+        env = pettingllm_envs.make(ENV_ID, game=game, max_turns=6)
+        too_long = "x" * (env.unwrapped.config.max_action_chars + 1)
+        policies = {seat: lambda observation, agent, info, text=too_long: text, other: scripted_policy}
+        episode = play_episode(env, policies, seed=1)
+        assert not episode.final_infos[seat]["success"] and not env.unwrapped.is_truncated()
+        assert episode.total_reward(seat) <= -1.0 + 1e-9
