@@ -372,6 +372,73 @@ def test_a_winning_move_is_listed_and_pays_the_winner_and_charges_the_loser():
             break
 
 
+PERFECT_INFORMATION = sorted(g for g in SCRIPTED_GAMES if textarena_games.GAMES[g].perfect_information)
+
+
+def test_perfect_information_is_marked_only_on_games_without_chance_or_hidden_state():
+    """The games whose winning moves are published: no random draw anywhere in their module (so
+    no chance after the start either) and no hidden state; the card, dice and simultaneous-move
+    games are left unmarked."""
+    assert len(PERFECT_INFORMATION) == 13
+    for game in PERFECT_INFORMATION:
+        spec = textarena_games.GAMES[game]
+        assert not spec.random_during_play and "random." not in _source(game), game
+    for game in ("KuhnPoker-v0", "LiarsDice-v0", "PigDice-v0", "Battleship-v0", "ColonelBlotto-v0",
+                 "IteratedPrisonersDilemma-v0", "Snake-v0", "Surround-v0"):
+        assert not textarena_games.GAMES[game].perfect_information, game
+
+
+@pytest.mark.parametrize("game", [g for g in CONFORMANCE_GAMES if g.values[0] in SCRIPTED_GAMES])
+def test_winning_actions_are_published_only_for_games_of_perfect_information(game):
+    env = make(game)
+    env.reset(seed=0)
+    listed = env.infos[env.agent_selection]["game"]
+    assert listed["legal_actions"]
+    if textarena_games.GAMES[game].perfect_information:
+        assert isinstance(listed["winning_actions"], list)
+    else:
+        assert listed["winning_actions"] is None and env.unwrapped.legal_actions()[1] == ()
+
+
+def _legal_in_a_world(env, change) -> tuple[str, tuple[str, ...]]:
+    """The observation and the legal moves of the player to move after ``change`` to a copy's hidden state."""
+    world = copy.deepcopy(env)
+    change(world.unwrapped)
+    world.unwrapped.legal_cache = None
+    return str(world.observe(world.agent_selection)), world.unwrapped.legal_actions()[0]
+
+
+def test_legal_moves_do_not_depend_on_the_opponent_s_cards_dice_or_the_next_roll():
+    """Only the mover's view decides what is listed: two worlds the mover cannot tell apart (other
+    opponent cards or dice, another state of the dice to come) list the same legal moves."""
+    kuhn = make("KuhnPoker-v0")
+    kuhn.reset(seed=0)
+    mover = kuhn.unwrapped.game.state.current_player_id
+    mine = kuhn.unwrapped.game.state.game_state["player_cards"][mover]
+
+    def card(value):
+        return lambda raw: raw.game.state.game_state["player_cards"].__setitem__(1 - mover, value)
+
+    worlds = {_legal_in_a_world(kuhn, card(value)) for value in range(3) if value != mine}
+    assert len(worlds) == 1
+    dice = make("LiarsDice-v0")
+    dice.reset(seed=0)
+    dice.step("[Bid: 2, 3]")
+    mover = dice.unwrapped.game.state.current_player_id
+
+    def rolls(values):
+        return lambda raw: raw.game.state.game_state["dice_rolls"].__setitem__(1 - mover, list(values))
+
+    assert len({_legal_in_a_world(dice, rolls(values)) for values in ([1] * 5, [6] * 5, [3, 3, 2, 2, 1])}) == 1
+    pig = make("PigDice-v0")
+    pig.reset(seed=0)
+
+    def next_roll(seed):
+        return lambda raw: setattr(raw, "rng_state", random.Random(seed).getstate())
+
+    assert len({_legal_in_a_world(pig, next_roll(seed)) for seed in range(4)}) == 1
+
+
 def test_an_invalid_move_costs_the_penalty_and_the_retry_limit_loses_the_game():
     env = make("ConnectFour-v0", illegal_move_penalty=0.3)
     env.reset(seed=0)

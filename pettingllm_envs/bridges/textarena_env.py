@@ -63,11 +63,15 @@ random state are immutable tuples, replaced at each step, never mutated.
 
 **Legal moves.** For games with a move generator (``textarena_games``), the env tries each
 candidate on a copy of the game and lists the ones TextArena accepts in
-``infos[agent]["game"]["legal_actions"]`` for the player to move (and the ones that win at
-once in ``winning_actions``); ``legal_actions_in_info=False`` skips this (it costs one
-game copy and step per candidate). :func:`scripted_policy` plays a winning move when there
-is one, else a legal move chosen by a hash of the observation: a decisive, reproducible
-opponent, not an oracle (TextArena has no solver for its games).
+``infos[agent]["game"]["legal_actions"]`` for the player to move (legality reads only the
+public state and the mover's own hand); ``legal_actions_in_info=False`` skips this (it costs
+one game copy and step per candidate). The moves that win at once are listed in
+``winning_actions`` only for games of perfect information (``GameSpec.perfect_information``:
+13 board games); elsewhere it is None, since the trial runs on the full state: in KuhnPoker
+``[call]`` would be listed exactly when the opponent's hidden card is lower, in a dice game the
+trial would see the next roll. :func:`scripted_policy` plays a listed winning move, else a
+legal move chosen by a hash of the observation: a decisive, reproducible opponent that sees
+only what its seat sees, not an oracle (TextArena has no solver for its games).
 
 **Forged messages.** A player's words reach the other player (TextArena shows each action
 to both). Every line of them is quoted with ``> `` under a ``[Player k wrote]`` header, and
@@ -338,7 +342,8 @@ class raw_env(TextAECEnv[GameInstance]):
         return list(dict.fromkeys(moves))[:MAX_CANDIDATES]
 
     def _legal(self, game: Any, rng_state: tuple) -> tuple[list[str], list[str]]:
-        """The candidates the game accepts from the player to move, and those that win at once."""
+        """The candidates the game accepts from the player to move, and those that win at once
+        (games of perfect information only: elsewhere the trial would see hidden cards or the next roll)."""
         pid = game.state.current_player_id
         legal, winning = [], []
         for action in self._candidates(game, pid):
@@ -347,7 +352,8 @@ class raw_env(TextAECEnv[GameInstance]):
                 continue
             legal.append(action)
             rewards = trial.state.rewards
-            if trial.state.done and rewards and rewards.get(pid, 0) > rewards.get(1 - pid, 0):
+            if (self.spec.perfect_information and trial.state.done and rewards
+                    and rewards.get(pid, 0) > rewards.get(1 - pid, 0)):
                 winning.append(action)
         return legal, winning
 
@@ -471,7 +477,8 @@ class raw_env(TextAECEnv[GameInstance]):
         return bool(self.game.state.done)
 
     def legal_actions(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """The legal and the winning candidate moves of the player to move (cached per step)."""
+        """The legal and the winning candidate moves of the player to move (cached per step); no
+        winning moves are named in games without ``perfect_information``."""
         if self.legal_cache is None or self.legal_cache[0] != len(self.history):
             legal, winning = self._legal(self.game, self.rng_state)
             self.legal_cache = (len(self.history), tuple(legal), tuple(winning))
@@ -483,7 +490,10 @@ class raw_env(TextAECEnv[GameInstance]):
                                 "legal_actions": None, "winning_actions": None}
         if (self.config.legal_actions_in_info and self.spec.moves is not None and agent == self.agent_selection
                 and not self.is_done()):
-            game["legal_actions"], game["winning_actions"] = (list(moves) for moves in self.legal_actions())
+            legal, winning = self.legal_actions()
+            game["legal_actions"] = list(legal)
+            if self.spec.perfect_information:  # elsewhere which move wins depends on what the player cannot see
+                game["winning_actions"] = list(winning)
         return {"game": game}
 
     # -------------------------------------------------------------- views

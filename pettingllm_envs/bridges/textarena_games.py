@@ -9,8 +9,11 @@ A game's *move generator* lists candidate action strings for the player to move,
 from TextArena's game state (facts of its ``game_state`` layout); the env keeps the
 candidates TextArena accepts on a copy of the game (so legality is always TextArena's own
 judgement) and uses them for openings, ``infos[...]["game"]["legal_actions"]`` and the
-scripted policy. Games without one still play (any string is an action); they have no
-scripted play and need their own randomness to give train and test different starts.
+scripted policy. Legality reads only the public state and the mover's own hand (a bid must
+raise the last one, a card must be in the hand); which moves *win* is published only for
+games marked ``perfect_information`` (see that field). Games without a generator still play
+(any string is an action); they have no scripted play and need their own randomness to give
+train and test different starts.
 """
 
 from __future__ import annotations
@@ -37,6 +40,12 @@ class GameSpec:
     random_during_play: bool = False
     """The game draws random numbers after its start (later deals, dice): the TextArena seed
     is then part of an instance's content, since two seeds with one start differ later."""
+    perfect_information: bool = False
+    """Both players see the whole game state and the game draws no random numbers after its start.
+    Only then does trying a move on a copy of the game show nothing the player to move could not
+    work out itself, so only then does the env publish ``winning_actions``: elsewhere a trial reads
+    what the player cannot see (KuhnPoker's ``[call]`` wins exactly when the opponent's hidden card
+    is lower; a simultaneous game's trial sees the opponent's choice; a dice game's, the next roll)."""
     shared: tuple[str, ...] = ()
     """Attributes of TextArena's game object that it only reads (data it loads once): deep copies
     share them instead of copying (read from the game's source)."""
@@ -162,13 +171,13 @@ def _listed(game: Any, pid: int) -> list[str]:
 #: The two-player ``-v0`` games that reset and step offline (measured with the network blocked) and whose
 #: instances can be split (a random start, or random openings from a move generator).
 GAMES: dict[str, GameSpec] = {
-    "Alquerque-v0": GameSpec(_alquerque, opening_plies=(2, 4)),
+    "Alquerque-v0": GameSpec(_alquerque, perfect_information=True, opening_plies=(2, 4)),
     "Battleship-v0": GameSpec(_battleship),
-    "Breakthrough-v0": GameSpec(_breakthrough, opening_plies=(2, 4)),
+    "Breakthrough-v0": GameSpec(_breakthrough, perfect_information=True, opening_plies=(2, 4)),
     "Briscola-v0": GameSpec(_indices(4, "[play {}]")),
-    "Chopsticks-v0": GameSpec(_chopsticks, opening_plies=(2, 4)),
+    "Chopsticks-v0": GameSpec(_chopsticks, perfect_information=True, opening_plies=(2, 4)),
     "ColonelBlotto-v0": GameSpec(_blotto, opening_plies=(2, 4)),
-    "ConnectFour-v0": GameSpec(_connect_four, opening_plies=(2, 4)),
+    "ConnectFour-v0": GameSpec(_connect_four, perfect_information=True, opening_plies=(2, 4)),
     "GameOfPureStrategy-v0": GameSpec(_fixed(*(f"[{c}]" for c in ("A", "K", "Q", "J", *map(str, range(10, 1, -1)))))),
     "GermanWhist-v0": GameSpec(_indices(14, "[play {}]")),
     "Golf-v0": GameSpec(),
@@ -182,32 +191,32 @@ GAMES: dict[str, GameSpec] = {
     "IteratedTwoThirdsAverage-v0": GameSpec(_fixed(*(f"[{g}]" for g in range(0, 101, 10))), opening_plies=(2, 4)),
     "KuhnPoker-v0": GameSpec(_fixed("[check]", "[bet]", "[call]", "[fold]"), random_during_play=True),
     "LiarsDice-v0": GameSpec(_liars_dice, random_during_play=True),
-    "LinesOfAction-v0": GameSpec(_lines_of_action, opening_plies=(2, 4)),
+    "LinesOfAction-v0": GameSpec(_lines_of_action, perfect_information=True, opening_plies=(2, 4)),
     # MarketEntryGame and PublicGoodsGame loop forever in TextArena once both players are eliminated:
     # the env ends a free-for-all game at the first elimination (textarena_env._settle_eliminations).
     "MarketEntryGame-v0": GameSpec(_fixed("{I will stay out.}", "{I will enter.}", "[E]", "[S]"),
                                    opening_plies=(2, 4, 6)),
     "MemoryGame-v0": GameSpec(),
-    "Nim-v0": GameSpec(_nim, opening_plies=(1, 2, 3)),
-    "Othello-v0": GameSpec(_othello, opening_plies=(2, 4)),
+    "Nim-v0": GameSpec(_nim, perfect_information=True, opening_plies=(1, 2, 3)),
+    "Othello-v0": GameSpec(_othello, perfect_information=True, opening_plies=(2, 4)),
     "PigDice-v0": GameSpec(_fixed("[roll]", "[hold]"), opening_plies=(1, 2, 3), random_during_play=True),
     "Poker-v0": GameSpec(random_during_play=True),
     "PublicGoodsGame-v0": GameSpec(_fixed("{Let us all contribute.}", "[0]", "[10]", "[20]"), opening_plies=(2, 4, 6)),
-    "QuantumTicTacToe-v0": GameSpec(_quantum_tictactoe, opening_plies=(2, 4)),
-    "SantoriniBaseFixed-v0": GameSpec(_listed, opening_plies=(2, 4)),
+    "QuantumTicTacToe-v0": GameSpec(_quantum_tictactoe, perfect_information=True, opening_plies=(2, 4)),
+    "SantoriniBaseFixed-v0": GameSpec(_listed, perfect_information=True, opening_plies=(2, 4)),
     "SimpleBlindAuction-v0": GameSpec(),
     "SimpleNegotiation-v0": GameSpec(),
-    "SimpleTak-v0": GameSpec(_simple_tak, opening_plies=(2, 4)),
+    "SimpleTak-v0": GameSpec(_simple_tak, perfect_information=True, opening_plies=(2, 4)),
     "Snake-v0": GameSpec(_fixed("[up]", "[down]", "[left]", "[right]"), random_during_play=True),
     "SpiteAndMalice-v0": GameSpec(),
     "Stratego-v0": GameSpec(),
     "Surround-v0": GameSpec(_fixed("[up]", "[down]", "[left]", "[right]")),
-    "TicTacToe-v0": GameSpec(_indices(9), opening_plies=(2, 4)),
+    "TicTacToe-v0": GameSpec(_indices(9), perfect_information=True, opening_plies=(2, 4)),
     "TruthAndDeception-v0": GameSpec(shared=("facts_data",)),  # 1.7 ms to copy; only random.choice reads it
     "TwoDollar-v0": GameSpec(),
-    "UltimateTicTacToe-v0": GameSpec(_ultimate_tictactoe, opening_plies=(2, 4)),
+    "UltimateTicTacToe-v0": GameSpec(_ultimate_tictactoe, perfect_information=True, opening_plies=(2, 4)),
     "WildTicTacToe-v0": GameSpec(_fixed(*(f"[{mark} {cell}]" for mark in "XO" for cell in range(9))),
-                                 opening_plies=(2, 4)),
+                                 perfect_information=True, opening_plies=(2, 4)),
 }
 
 #: Reasons a game is left out, as measured on TextArena 0.7.4 under Python 3.11 with no network.

@@ -197,14 +197,11 @@ def test_an_invalid_move_at_the_last_turn_does_not_turn_a_loss_into_a_draw():
     assert stalled_return <= max(played_on), (stalled_return, played_on)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "textarena_v0: winning_actions in infos is found by trying each move on a copy of the full game state, "
-    "so in games of hidden information it tells the player to move what it cannot see: in KuhnPoker '[call]' "
-    "is listed exactly when the opponent's hidden card is lower (29 such positions in seeds 0-79). "
-    "scripted_policy plays winning_actions first, so the scripted opponent peeks at cards; in games that draw "
-    "random numbers during play (PigDice, LiarsDice) the trial uses the live random state, so it sees the next "
-    "roll. Any policy shown infos would cheat the same way"))
 def test_winning_actions_do_not_reveal_the_opponent_s_hidden_card():
+    """Was a working leak: winning_actions was found by trying each move on a copy of the full game
+    state, so in KuhnPoker '[call]' was listed exactly when the opponent's hidden card was lower (29
+    such positions in seeds 0-79) and scripted_policy, which plays it first, peeked at cards; in dice
+    games the trial saw the next roll. Now only games of perfect information list winning moves."""
     env = ta_env("KuhnPoker-v0", 0)
     raw = env.unwrapped
     for _ in range(5):  # bet, fold, bet, fold, bet: player_0 to answer a bet holding the middle card
