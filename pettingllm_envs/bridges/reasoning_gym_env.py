@@ -73,12 +73,14 @@ from pettingllm_envs.bridges.reasoning_gym_datasets import (
 )
 from pettingllm_envs.capabilities import Voting
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
-from pettingllm_envs.core.tools import SHOWN_CODE_CHARS, ToolEnvConfig, program_answers, run_tool_program
+from pettingllm_envs.core.answer_team import ReplyView, read_tool_answer, remember_answer
+from pettingllm_envs.core.tools import SHOWN_CODE_CHARS, ToolEnvConfig, program_answers
 
 ROLES = ("reasoner", "tool")
 #: How much of a role's reply and answer later observations show.
 SHOWN_REPLY_CHARS = 3000
 SHOWN_ANSWER_CHARS = 2000
+REPLY_VIEW = ReplyView(reply_chars=SHOWN_REPLY_CHARS, code_chars=SHOWN_CODE_CHARS, answer_chars=SHOWN_ANSWER_CHARS)
 #: Most answer-key entries kept for the scripted oracle (oldest dropped first).
 ANSWER_KEY_SIZE = 100_000
 #: problem_id -> reference answer of every problem loaded in this process (for the oracle).
@@ -134,10 +136,7 @@ class raw_env(TextAECEnv[Problem]):
         return f"{problem.dataset}\n{problem.question}"
 
     def start_episode(self, problem: Problem) -> None:
-        ANSWER_KEY.pop(problem.uid, None)
-        ANSWER_KEY[problem.uid] = problem.answer
-        while len(ANSWER_KEY) > ANSWER_KEY_SIZE:
-            del ANSWER_KEY[next(iter(ANSWER_KEY))]
+        remember_answer(ANSWER_KEY, problem.uid, problem.answer, size=ANSWER_KEY_SIZE)
         self.answers: dict[str, str | None] = dict.fromkeys(ROLES)
         self.correct: dict[str, bool] = dict.fromkeys(ROLES, False)
         self.team_correct = False
@@ -149,13 +148,10 @@ class raw_env(TextAECEnv[Problem]):
             if answer is None:
                 return ActionResult(-self.config.format_penalty, valid=False, invalid_reason=reason)
             return self._answer(agent, answer, {})
-        run = run_tool_program(text, timeout=self.config.tool_timeout)
-        if run.failure is not None:
-            return run.failed_result(self.config)
-        answer = program_answer(run.stdout)
-        if answer is None:
-            return ActionResult(-self.config.format_penalty, valid=False, parsed={"code": run.code},
-                                invalid_reason="the program printed no answer", feedback=run.feedback)
+        outcome = read_tool_answer(text, self.config, program_answer)
+        if isinstance(outcome, ActionResult):
+            return outcome
+        answer, run = outcome
         return self._answer(agent, answer, {"code": run.code}, run.feedback)
 
     def _answer(self, agent: str, answer: str, parsed: dict[str, Any], feedback: str = "") -> ActionResult:
@@ -216,14 +212,7 @@ class raw_env(TextAECEnv[Problem]):
 
     def task_view(self, agent: str) -> str:
         parts = [f"Task:\n{self.instance.question}", "", f"Turn {self.turn + 1} of {self.config.max_turns}."]
-        for role in self.possible_agents:
-            record = self.last_record(role)
-            if record is None:
-                continue
-            when = "this turn" if record.turn == self.turn else f"turn {record.turn + 1}"
-            who = "your" if role == agent else f"the {role}'s"
-            parts.append(f"\nLatest reply ({when}), {who}:")
-            parts.append(describe(record.agent, record.text, record.result))
+        parts += REPLY_VIEW.latest_replies(self, agent, "Latest reply ({when}), {who}:")
         return "\n".join(parts)
 
     def render_state(self) -> str:
@@ -232,23 +221,6 @@ class raw_env(TextAECEnv[Problem]):
 
     def extra_info(self, agent: str) -> dict[str, Any]:
         return {"problem_id": self.instance.uid, "dataset": self.config.dataset}
-
-
-def describe(agent: str, text: str, result: ActionResult) -> str:
-    """A past action for observations: the end of the reply (or the code), its output and answer."""
-    parsed = result.parsed if isinstance(result.parsed, dict) else {}
-    lines = []
-    if agent == "tool":
-        code = parsed.get("code")
-        lines.append(f"```python\n{code[-SHOWN_CODE_CHARS:]}\n```" if code else "(no code)")
-        if result.feedback:
-            lines.append(f"Program output:\n{result.feedback}")
-    else:
-        lines.append(text[-SHOWN_REPLY_CHARS:].strip() or "(empty)")
-    lines.append(f"Answer: {parsed['answer'][:SHOWN_ANSWER_CHARS]}" if "answer" in parsed else "Answer: none")
-    if result.invalid_reason:
-        lines.append(f"(invalid: {result.invalid_reason})")
-    return "\n".join(lines)
 
 
 def available_datasets() -> list[str]:

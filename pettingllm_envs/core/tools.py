@@ -96,18 +96,19 @@ def program_answers(
 
 
 def read_tool_output(text: str, config: ToolEnvConfig,
-                     read: Callable[[str], tuple[Read | None, str | None]]) -> tuple[Read, ToolRun] | ActionResult:
+                     read: Callable[[str], tuple[Read | None, str | None]], *,
+                     reason_format: str = "program output: {}") -> tuple[Read, ToolRun] | ActionResult:
     """Run the tool's program and read what it printed with ``read`` (``(value, None)`` or
     ``(None, reason)``): ``(value, run)``, or the penalised result when there is no code
     block or the program fails (:meth:`ToolRun.failed_result`), or ``format_penalty`` when
-    ``read`` finds nothing in its output."""
+    ``read`` finds nothing in its output (the reason put into ``reason_format``)."""
     run = run_tool_program(text, timeout=config.tool_timeout)
     if run.failure is not None:
         return run.failed_result(config)
     value, reason = read(run.stdout)
     if value is None:
         return ActionResult(-config.format_penalty, valid=False, parsed={"code": run.code},
-                            invalid_reason=f"program output: {reason}", feedback=run.feedback)
+                            invalid_reason=reason_format.format(reason), feedback=run.feedback)
     return value, run
 
 

@@ -56,7 +56,8 @@ from pettingzoo import AECEnv
 
 from pettingllm_envs.capabilities import Voting
 from pettingllm_envs.core import SPLITS, ActionResult, Split, TextAECEnv, make_parallel_env, split_of, wrap_env
-from pettingllm_envs.core.tools import ToolEnvConfig, program_answers, run_tool_program
+from pettingllm_envs.core.answer_team import ReplyView, read_tool_answer, remember_answer
+from pettingllm_envs.core.tools import ToolEnvConfig, program_answers
 from pettingllm_envs.math.datasets import FORMATS, Format, MathProblem, load_dataset_file, load_hf_dataset
 from pettingllm_envs.math.generator import generate_problem
 from pettingllm_envs.math.verify import BOXED, extract_boxed, verify
@@ -65,8 +66,10 @@ ROLES = ("reasoner", "tool")
 #: When an episode ends: the roles agree (training), or the reasoner is right (evaluation).
 TerminateOn = Literal["agreement", "reasoner_correct"]
 TERMINATE_ON: tuple[str, ...] = typing.get_args(TerminateOn)
-#: How much of a role's solution text later observations show (the end, where the answer is).
+#: How much of a role's solution text (and of the tool's program) later observations show:
+#: the end, where the answer is.
 SHOWN_SOLUTION_CHARS = 3000
+REPLY_VIEW = ReplyView(reply_chars=SHOWN_SOLUTION_CHARS, code_chars=SHOWN_SOLUTION_CHARS)
 #: Longest answer kept from a tool program's output.
 MAX_ANSWER_CHARS = 500
 #: Most answer-key entries kept for the scripted oracle (oldest dropped first).
@@ -126,14 +129,6 @@ def load_problems(dataset: str, fmt: Format) -> tuple[MathProblem, ...]:
     return _DATASETS[key]
 
 
-def remember_answer(problem: MathProblem) -> None:
-    """Add ``problem`` to the oracle's answer key (bounded, oldest entries dropped)."""
-    ANSWER_KEY.pop(problem.uid, None)
-    ANSWER_KEY[problem.uid] = problem.answer
-    while len(ANSWER_KEY) > ANSWER_KEY_SIZE:
-        del ANSWER_KEY[next(iter(ANSWER_KEY))]
-
-
 class raw_env(TextAECEnv[MathProblem]):
     """The math environment (see the module docstring)."""
 
@@ -179,7 +174,7 @@ class raw_env(TextAECEnv[MathProblem]):
         return pool[index % len(pool)]
 
     def start_episode(self, problem: MathProblem) -> None:
-        remember_answer(problem)
+        remember_answer(ANSWER_KEY, problem.uid, problem.answer, size=ANSWER_KEY_SIZE)
         self.answers: dict[str, str | None] = dict.fromkeys(ROLES)
         self.correct: dict[str, bool] = dict.fromkeys(ROLES, False)
         self.team_answer: str | None = None
@@ -196,18 +191,10 @@ class raw_env(TextAECEnv[MathProblem]):
                 return ActionResult(-self.config.format_penalty, valid=False,
                                     invalid_reason=missing_answer_reason(text))
             return self._answer(agent, answer, {"answer": answer})
-        return self._apply_tool(text)
-
-    def _apply_tool(self, text: str) -> ActionResult:
-        cfg = self.config
-        run = run_tool_program(text, timeout=cfg.tool_timeout)
-        if run.failure is not None:
-            return run.failed_result(cfg)
-        parsed = {"code": run.code}
-        answer = program_answer(run.stdout)
-        if answer is None:
-            return ActionResult(-cfg.format_penalty, valid=False, parsed=parsed,
-                                invalid_reason="the program printed no answer", feedback=run.feedback)
+        outcome = read_tool_answer(text, self.config, program_answer)
+        if isinstance(outcome, ActionResult):
+            return outcome
+        answer, run = outcome
         return self._answer("tool", answer, {"code": run.code, "answer": answer}, run.feedback)
 
     def _answer(self, agent: str, answer: str, parsed: dict[str, Any], feedback: str = "") -> ActionResult:
@@ -252,16 +239,8 @@ class raw_env(TextAECEnv[MathProblem]):
         )
 
     def task_view(self, agent: str) -> str:
-        parts = [f"Problem:\n{self.instance.question}", "",
-                 f"Turn {self.turn + 1} of {self.config.max_turns}."]
-        for role in self.possible_agents:
-            record = self.last_record(role)
-            if record is None:
-                continue
-            when = "this turn" if record.turn == self.turn else f"turn {record.turn + 1}"
-            who = "your" if role == agent else f"the {role}'s"
-            parts.append(f"\nLatest answer ({when}), {who} solution:")
-            parts.append(describe(record.agent, record.text, record.result))
+        parts = [f"Problem:\n{self.instance.question}", "", f"Turn {self.turn + 1} of {self.config.max_turns}."]
+        parts += REPLY_VIEW.latest_replies(self, agent, "Latest answer ({when}), {who} solution:")
         return "\n".join(parts)
 
     def render_state(self) -> str:
@@ -288,23 +267,6 @@ def program_answer(stdout: str) -> str | None:
         return boxed[:MAX_ANSWER_CHARS]
     lines = [line.strip() for line in stdout.splitlines() if line.strip()]
     return lines[-1][:MAX_ANSWER_CHARS] if lines else None
-
-
-def describe(agent: str, text: str, result: ActionResult) -> str:
-    """A past action for observations: the end of the solution (or the code), its output and answer."""
-    parsed = result.parsed if isinstance(result.parsed, dict) else {}
-    lines = []
-    if agent == "tool":
-        code = parsed.get("code")
-        lines.append(f"```python\n{code[-SHOWN_SOLUTION_CHARS:]}\n```" if code else "(no code)")
-        if result.feedback:
-            lines.append(f"Program output:\n{result.feedback}")
-    else:
-        lines.append(text[-SHOWN_SOLUTION_CHARS:].strip() or "(empty)")
-    lines.append(f"Answer: {parsed['answer']}" if "answer" in parsed else "Answer: none")
-    if result.invalid_reason:
-        lines.append(f"(invalid: {result.invalid_reason})")
-    return "\n".join(lines)
 
 
 def env(**config: Any) -> TextAECEnv:

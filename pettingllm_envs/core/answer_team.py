@@ -1,0 +1,74 @@
+"""The answer-team pattern: a ``reasoner`` writes a reply ending in an answer and a ``tool``
+role writes a program whose output is its answer; each sees the other's latest reply, and
+a scripted oracle reads the reference answer from a bounded answer key. Shared by
+``math_v0`` and ``reasoning_gym_v0``, which differ only in how an answer is read and scored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pettingllm_envs.core.text_env import ActionResult, TextAECEnv
+from pettingllm_envs.core.tools import ToolEnvConfig, ToolRun, read_tool_output
+
+#: Why a tool action whose program ran but printed nothing the env reads as an answer is invalid.
+NO_PROGRAM_ANSWER = "the program printed no answer"
+
+
+def remember_answer(answer_key: dict[str, str], uid: str, answer: str, *, size: int) -> None:
+    """Put ``uid -> answer`` last in ``answer_key`` and drop the oldest entries beyond ``size``
+    (a long run loads millions of problems; the oracle needs only the recent ones)."""
+    answer_key.pop(uid, None)
+    answer_key[uid] = answer
+    while len(answer_key) > size:
+        del answer_key[next(iter(answer_key))]
+
+
+def read_tool_answer(text: str, config: ToolEnvConfig,
+                     program_answer: Callable[[str], str | None]) -> tuple[str, ToolRun] | ActionResult:
+    """Run the tool role's program and read its answer from what it printed with
+    ``program_answer``: ``(answer, run)``, or the penalised result of a missing code block, a
+    failed program or an output without an answer (``format_penalty``, :data:`NO_PROGRAM_ANSWER`)."""
+    return read_tool_output(text, config, lambda stdout: (program_answer(stdout), NO_PROGRAM_ANSWER),
+                            reason_format="{}")
+
+
+@dataclass(frozen=True)
+class ReplyView:
+    """How much of a past action later observations show: the end of a reply or program
+    (where the answer is) and the start of its answer (None: all of it)."""
+
+    reply_chars: int
+    code_chars: int
+    answer_chars: int | None = None
+
+    def describe(self, agent: str, text: str, result: ActionResult) -> str:
+        """A past action for observations: the end of the reply (or the tool's code and its
+        output), its answer and why it was invalid, if it was."""
+        parsed = result.parsed if isinstance(result.parsed, dict) else {}
+        lines = []
+        if agent == "tool":
+            code = parsed.get("code")
+            lines.append(f"```python\n{code[-self.code_chars:]}\n```" if code else "(no code)")
+            if result.feedback:
+                lines.append(f"Program output:\n{result.feedback}")
+        else:
+            lines.append(text[-self.reply_chars:].strip() or "(empty)")
+        lines.append(f"Answer: {parsed['answer'][:self.answer_chars]}" if "answer" in parsed else "Answer: none")
+        if result.invalid_reason:
+            lines.append(f"(invalid: {result.invalid_reason})")
+        return "\n".join(lines)
+
+    def latest_replies(self, env: TextAECEnv, agent: str, heading: str) -> list[str]:
+        """Each role's latest action, oldest role first, under ``heading`` (a format string
+        with ``{when}``, e.g. "this turn", and ``{who}``, "your" or "the tool's")."""
+        lines = []
+        for role in env.possible_agents:
+            record = env.last_record(role)
+            if record is None:
+                continue
+            when = "this turn" if record.turn == env.turn else f"turn {record.turn + 1}"
+            who = "your" if role == agent else f"the {role}'s"
+            lines.append("\n" + heading.format(when=when, who=who))
+            lines.append(self.describe(record.agent, record.text, record.result))
+        return lines
