@@ -19,6 +19,7 @@ import copy
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,21 +30,38 @@ import pettingllm_envs
 from pettingllm_envs.cli import format_table
 from pettingllm_envs.policies import scripted_policy
 
+Choose = Callable[[Any, str, dict[str, Any]], Any]
 
-def steps_per_second(env: Any, episodes: int, choose: Callable[[Any, str, dict[str, Any]], Any]) -> float:
+
+@dataclass(frozen=True)
+class StepTime:
+    """One timed ``env.step``."""
+
+    agent: str
+    moved: bool
+    """False for a done agent's None step (bookkeeping, not a move)."""
+    seconds: float
+
+
+def time_steps(env: Any, seed: int, choose: Choose) -> list[StepTime]:
+    """Every ``env.step`` of one episode reset with ``seed``, timed; ``choose(observation,
+    agent, info)`` picks each action, outside the timing."""
+    env.reset(seed=seed)
+    times = []
+    for agent in env.agent_iter():
+        obs, _, terminated, truncated, info = env.last()
+        action = None if terminated or truncated else choose(obs, agent, info)
+        start = time.perf_counter()
+        env.step(action)
+        times.append(StepTime(agent, action is not None, time.perf_counter() - start))
+    return times
+
+
+def steps_per_second(env: Any, episodes: int, choose: Choose) -> float:
     """Actions per second of ``env.step`` over ``episodes`` episodes (episode ``i`` reset with
-    seed ``i``); ``choose(observation, agent, info)`` picks each action, outside the timing."""
-    steps, seconds = 0, 0.0
-    for seed in range(episodes):
-        env.reset(seed=seed)
-        for agent in env.agent_iter():
-            obs, _, terminated, truncated, info = env.last()
-            action = None if terminated or truncated else choose(obs, agent, info)
-            start = time.perf_counter()
-            env.step(action)
-            seconds += time.perf_counter() - start
-            steps += action is not None
-    return steps / seconds
+    seed ``i``), the done agents' None steps counted in the time."""
+    times = [step for seed in range(episodes) for step in time_steps(env, seed, choose)]
+    return sum(step.moved for step in times) / sum(step.seconds for step in times)
 
 
 def scripted_steps_per_second(env_id: str, episodes: int) -> float:
@@ -77,14 +95,24 @@ def mean_seconds(fn: Any, repeats: int) -> float:
     return (time.perf_counter() - start) / repeats
 
 
-def deepcopy_costs(env_id: str, repeats: int) -> tuple[float, float]:
-    env = pettingllm_envs.make(env_id, split="test")
+def deepcopy_costs(env_id: str, repeats: int, *, naive_share: int = 10, **config: Any) -> tuple[float, float]:
+    """Mean seconds of ``copy.deepcopy`` and of :func:`naive_deepcopy` of the env one scripted
+    action in; the naive copy runs ``repeats // naive_share`` times (it is that much slower)."""
+    env = pettingllm_envs.make(env_id, split="test", **config)
     env.reset(seed=0)
     agent = env.agent_selection
     env.step(scripted_policy(env_id)(env.observe(agent), agent, env.infos[agent]))
     ours = mean_seconds(lambda: copy.deepcopy(env), repeats)
-    naive = mean_seconds(lambda: naive_deepcopy(env), max(1, repeats // 10))
+    naive = mean_seconds(lambda: naive_deepcopy(env), max(1, repeats // naive_share))
     return ours, naive
+
+
+def write_results(results: dict[str, Any], out: str) -> dict[str, Any]:
+    """Write ``results`` as JSON to ``out`` (its folder made) and return them."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2))
+    return results
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -109,10 +137,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"baseline: PettingZoo tictactoe_v3, random legal moves: {baseline:,.0f} steps/s")
     print(format_table(["env", "steps/s (scripted)", "ratio to baseline", "deepcopy us", "naive deepcopy us",
                         "deepcopy speedup"], rows))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    return results
+    return write_results(results, args.out)
 
 
 if __name__ == "__main__":

@@ -22,15 +22,12 @@ Run: ``python -m benchmarks.reasoning_gym_bridge [--episodes 4] [--copies 200] [
 from __future__ import annotations
 
 import argparse
-import copy
-import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import pettingllm_envs
-from benchmarks.perf_envs import mean_seconds, naive_deepcopy
+from benchmarks.perf_envs import deepcopy_costs, time_steps, write_results
 from pettingllm_envs.bridges import reasoning_gym_datasets as catalogue
 from pettingllm_envs.policies import scripted_policy
 
@@ -42,14 +39,9 @@ def step_seconds(env_id: str, episodes: int, **config: Any) -> tuple[dict[str, f
     seconds: dict[str, list[float]] = {role: [] for role in env.unwrapped.possible_agents}
     solved = 0
     for seed in range(episodes):
-        env.reset(seed=seed)
-        for agent in env.agent_iter():
-            obs, _, terminated, truncated, info = env.last()
-            action = None if terminated or truncated else oracle(obs, agent, info)
-            start = time.perf_counter()
-            env.step(action)
-            if action is not None:
-                seconds[agent].append(time.perf_counter() - start)
+        for step in time_steps(env, seed, oracle):
+            if step.moved:
+                seconds[step.agent].append(step.seconds)
         solved += any(env.unwrapped.is_success(a) for a in env.unwrapped.possible_agents)
     return {role: statistics.fmean(times) for role, times in seconds.items() if times}, solved
 
@@ -65,12 +57,7 @@ def generation_ms(dataset: str, items: int) -> float:
 
 
 def copy_microseconds(env_id: str, copies: int, **config: Any) -> tuple[float, float]:
-    env = pettingllm_envs.make(env_id, split="test", **config)
-    env.reset(seed=0)
-    agent = env.agent_selection
-    env.step(scripted_policy(env_id)(env.observe(agent), agent, env.infos[agent]))
-    ours = mean_seconds(lambda: copy.deepcopy(env), copies)
-    naive = mean_seconds(lambda: naive_deepcopy(env), max(1, copies // 20))
+    ours, naive = deepcopy_costs(env_id, copies, naive_share=20, **config)
     return ours * 1e6, naive * 1e6
 
 
@@ -115,10 +102,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           "| deepcopy µs (x math_v0; naive / ours) | oracle solved |")
     print("|---|---|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    return results
+    return write_results(results, args.out)
 
 
 if __name__ == "__main__":

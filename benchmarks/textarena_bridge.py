@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import textarena
 
 import pettingllm_envs
-from benchmarks.perf_envs import mean_seconds
+from benchmarks.perf_envs import mean_seconds, write_results
 from pettingllm_envs.bridges import textarena_games
 from pettingllm_envs.bridges.textarena_env import scripted_policy
 
@@ -142,10 +140,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           "| deepcopy µs (x TextArena's wrapped game) | scripted games won |")
     print("|---|---|---:|---:|---:|---:|")
     print("\n".join(rows))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    return results
+    return write_results(results, args.out)
 
 
 if __name__ == "__main__":
