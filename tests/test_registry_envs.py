@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import copy
 import random
-import string
 
 import pytest
+from conformance import JUNK_ACTIONS, random_printable, step_junk_actions
 from pettingzoo.test import api_test, parallel_api_test, seed_test
 
 import pettingllm_envs
-from pettingllm_envs.core import TextObservation
 from pettingllm_envs.episodes import play_episode
 from pettingllm_envs.policies import scripted_policy
 
@@ -43,46 +42,13 @@ def test_module_exposes_pettingzoo_trio_and_docs(env_id):
         assert heading.lower() in doc.lower(), f"{env_id} docstring lacks {heading!r}"
 
 
-JUNK_ACTIONS = [
-    "",
-    " ",
-    "\x00\x01\x02",
-    "```python\n```",
-    "```python\nraise SystemExit(3)\n```",
-    "```python\nprint('MOVES: ' + 'U' * 100000)\n```",
-    "MOVES: " + "X" * 1000,
-    "\ud800 surrogate",
-    "a" * (1024 * 1024),
-    b"\xff\xfe bytes",
-    None,
-    12345,
-    ["list"],
-]
-
-
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_junk_actions_never_raise(env_id):
     env = pettingllm_envs.make(env_id)
     rng = random.Random(0)
     for round_ in range(3):
         env.reset(seed=round_)
-        actions = [*JUNK_ACTIONS, *("".join(rng.choice(string.printable) for _ in range(rng.randint(0, 300)))
-                                   for _ in range(10))]
-        for action in actions:
-            agent = env.agent_selection
-            if env.terminations[agent] or env.truncations[agent]:
-                env.reset(seed=round_ + 100)
-                agent = env.agent_selection
-            env.step(action)
-            info = env.infos.get(agent, None)
-            if info is not None and info["last_action"] is not None and action is not None:
-                last = info["last_action"]
-                assert isinstance(last["reward"], float)
-                if not last["valid"]:
-                    assert last["invalid_reason"], "an invalid action must be explained"
-            obs = env.observe(env.agent_selection)
-            assert isinstance(obs, TextObservation)
-            assert env.observation_space(env.agent_selection).contains(obs)
+        step_junk_actions(env, [*JUNK_ACTIONS, *random_printable(rng, 10, 300)], reset_seed=round_ + 100)
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import random
 import socket
-import string
 import subprocess
 import sys
 import time
@@ -20,12 +19,12 @@ import pytest
 
 textarena = pytest.importorskip("textarena")
 
+from conformance import random_printable, step_junk_actions  # noqa: E402
 from pettingzoo.test import api_test, parallel_api_test, seed_test  # noqa: E402
 
 import pettingllm_envs  # noqa: E402
 from pettingllm_envs.bridges import textarena_games  # noqa: E402
 from pettingllm_envs.bridges.textarena_env import available_games, random_legal_policy, scripted_policy  # noqa: E402
-from pettingllm_envs.core import TextObservation  # noqa: E402
 from pettingllm_envs.episodes import play_episode  # noqa: E402
 
 ENV_ID = "textarena_v0"
@@ -64,22 +63,8 @@ def test_junk_actions_never_raise_and_are_explained(game):
     rng = random.Random(0)
     for round_ in range(2):
         env.reset(seed=round_)
-        actions = [*JUNK, *("".join(rng.choice(string.printable) for _ in range(rng.randint(0, 200)))
-                            for _ in range(8))]
-        for action in actions:
-            agent = env.agent_selection
-            if env.terminations[agent] or env.truncations[agent]:
-                env.reset(seed=round_ + 100)
-                agent = env.agent_selection
-            env.step(action)
-            last = env.infos[agent]["last_action"] if agent in env.infos else None
-            if last is not None and action is not None:
-                assert isinstance(last["reward"], float)
-                assert last["reward_local"] <= 0.0
-                if not last["valid"]:
-                    assert last["invalid_reason"]
-            obs = env.observe(env.agent_selection)
-            assert isinstance(obs, TextObservation) and env.observation_space(env.agent_selection).contains(obs)
+        for last in step_junk_actions(env, [*JUNK, *random_printable(rng, 8, 200)], reset_seed=round_ + 100):
+            assert last["reward_local"] <= 0.0
 
 
 def _trace(env, policy, steps: int):
