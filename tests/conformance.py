@@ -1,5 +1,6 @@
-"""Conformance checks shared by the registry-wide tests and the bridges' own: junk actions a
-model can emit, and the loop that steps them through an env checking it never raises."""
+"""Conformance checks shared by the registry-wide tests and the envs' own: junk actions a
+model can emit and the loop that steps them through an env checking it never raises, and
+the checks that train and test instances never meet and a reset is reproducible."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import string
 from collections.abc import Sequence
 from typing import Any
 
-from pettingllm_envs.core import TextObservation
+from pettingllm_envs.core import SPLITS, TextObservation, split_of
 
 #: Actions no env may crash on: empty, control characters, empty and failing programs, huge
 #: outputs and texts, a lone surrogate, bytes, None and non-strings.
@@ -55,3 +56,26 @@ def step_junk_actions(env: Any, actions: Sequence[Any], *, reset_seed: int) -> l
         assert isinstance(obs, TextObservation)
         assert env.observation_space(env.agent_selection).contains(obs)
     return records
+
+
+def split_keys(env: Any, count: int) -> dict[str, set[str]]:
+    """The instance keys of the first ``count`` instances of each split, each asserted to hash
+    into its split, and the two splits asserted to share none."""
+    keys: dict[str, set[str]] = {}
+    for split in SPLITS:
+        keys[split] = set()
+        for index in range(count):
+            env.reset(options={"index": index, "split": split})
+            key = env.instance_key(env.instance)
+            assert split_of(key, env.config.test_percent) == split
+            keys[split].add(key)
+    assert not keys["train"] & keys["test"]
+    return keys
+
+
+def assert_reset_repeats(env: Any, index: int) -> None:
+    """Resetting to test instance ``index`` twice gives the same instance."""
+    env.reset(options={"index": index, "split": "test"})
+    first = env.instance
+    env.reset(options={"index": index, "split": "test"})
+    assert env.instance == first

@@ -7,9 +7,9 @@ import random
 import re
 
 import pytest
+from conformance import assert_reset_repeats, split_keys
 
 import pettingllm_envs
-from pettingllm_envs.core import split_of
 from pettingllm_envs.math import math_v0
 from pettingllm_envs.math.datasets import (
     DatasetFormatError,
@@ -75,18 +75,8 @@ def test_generated_answers_match_hand_computation():
 
 def test_splits_are_disjoint_and_deterministic():
     env = raw_env()
-    keys = {}
-    for split in ("train", "test"):
-        keys[split] = set()
-        for index in range(200):
-            env.reset(options={"index": index, "split": split})
-            assert split_of(env.instance.question, env.config.test_percent) == split
-            keys[split].add(env.instance.question)
-    assert not keys["train"] & keys["test"]
-    env.reset(options={"index": 5, "split": "test"})
-    first = env.instance
-    env.reset(options={"index": 5, "split": "test"})
-    assert env.instance == first
+    split_keys(env, 200)  # the key is the question
+    assert_reset_repeats(env, 5)
 
 
 def test_difficulty_config_fixes_the_level():

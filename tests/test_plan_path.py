@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from conformance import assert_reset_repeats, split_keys
 
 import pettingllm_envs
-from pettingllm_envs.core import split_of
 from pettingllm_envs.planning.moves import parse_moves
 from pettingllm_envs.planning.plan_path import PlanPathConfig, bfs_distances, raw_env, shortest_moves
 
@@ -33,19 +33,8 @@ def test_instances_are_reachable_and_respect_min_distance():
 
 def test_splits_are_disjoint_and_deterministic():
     env = raw_env()
-    keys = {}
-    for split in ("train", "test"):
-        keys[split] = set()
-        for index in range(300):
-            env.reset(options={"index": index, "split": split})
-            key = env.instance_key(env.instance)
-            assert split_of(key, env.config.test_percent) == split
-            keys[split].add(key)
-    assert not keys["train"] & keys["test"]
-    env.reset(options={"index": 3, "split": "test"})
-    first = env.instance
-    env.reset(options={"index": 3, "split": "test"})
-    assert env.instance == first
+    split_keys(env, 300)
+    assert_reset_repeats(env, 3)
 
 
 def test_config_validation():

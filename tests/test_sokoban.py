@@ -6,9 +6,9 @@ import copy
 import time
 
 import pytest
+from conformance import split_keys
 
 import pettingllm_envs
-from pettingllm_envs.core import split_of
 from pettingllm_envs.planning import moves as shared_moves
 from pettingllm_envs.planning import plan_path
 from pettingllm_envs.planning.sokoban import SokobanConfig, raw_env, read_board, scripted_policy
@@ -116,15 +116,7 @@ def test_generation_is_fast_and_deterministic():
 
 def test_splits_are_disjoint_and_keys_canonical():
     env = raw_env()
-    keys: dict[str, set[str]] = {}
-    for split in ("train", "test"):
-        keys[split] = set()
-        for index in range(200):
-            env.reset(options={"index": index, "split": split})
-            key = env.instance_key(env.instance)
-            assert split_of(key, env.config.test_percent) == split
-            keys[split].add(key)
-    assert not keys["train"] & keys["test"]
+    split_keys(env, 200)
     level = make_level(LINE)
     moved = Level(level.grid, level.goals, level.boxes, (3, 5), level.solution, level.push_distance)
     assert env.instance_key(moved) == env.instance_key(level)

@@ -6,9 +6,9 @@ import random
 import time
 
 import pytest
+from conformance import assert_reset_repeats, split_keys
 
 import pettingllm_envs
-from pettingllm_envs.core import split_of
 from pettingllm_envs.games.sudoku import SudokuConfig, parse_answer, raw_env
 from pettingllm_envs.games.sudoku_board import BOX, count_solutions, generate_puzzle, solve
 
@@ -86,20 +86,8 @@ def test_9x9_generator_is_fast():
 
 def test_splits_are_disjoint_and_deterministic():
     env = raw_env(size=4)
-    keys: dict[str, set[str]] = {}
-    for split in ("train", "test"):
-        keys[split] = set()
-        for index in range(200):
-            env.reset(options={"index": index, "split": split})
-            key = env.instance_key(env.instance)
-            assert split_of(key, env.config.test_percent) == split
-            keys[split].add(key)
-    assert not keys["train"] & keys["test"]
-    assert len(keys["test"]) > 50  # many distinct test puzzles, not one repeated
-    env.reset(options={"index": 7, "split": "test"})
-    first = env.instance
-    env.reset(options={"index": 7, "split": "test"})
-    assert env.instance == first
+    assert len(split_keys(env, 200)["test"]) > 50  # many distinct test puzzles, not one repeated
+    assert_reset_repeats(env, 7)
 
 
 def test_config_validation():
