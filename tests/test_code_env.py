@@ -385,6 +385,18 @@ VALID_TESTS = fence("assert add(1, 2) == 3\nassert add(0, 0) == 0")
 CATCHING_TESTS = fence("assert add(1, 2) == 3\nassert add(7, 1) == 8")
 INVALID_TESTS = fence("assert add(1, 2) == 4\nassert add(0, 0) == 0")
 MIXED_TESTS = fence("assert add(1, 2) == 3\nassert add(7, 1) == 8\nassert add(1, 2) == 4")
+#: The tester's alternative actions, from best to worst.
+TESTER_ACTIONS = {"catching": CATCHING_TESTS, "valid": VALID_TESTS, "invalid": INVALID_TESTS, "junk": "add should add"}
+
+
+def branch_results(env: raw_env, agent: str, actions: dict[str, str]) -> dict[str, dict]:
+    """``agent``'s ``last_action`` after each of ``actions``, each stepped in its own deep copy of ``env``."""
+    results = {}
+    for name, action in actions.items():
+        branch = copy.deepcopy(env)
+        branch.step(action)
+        results[name] = last(branch, agent)
+    return results
 
 
 def test_coder_reward_varies_with_its_code():
@@ -394,11 +406,7 @@ def test_coder_reward_varies_with_its_code():
     env.step(WRONG_ADD)
     env.step(CATCHING_TESTS)  # the wrong code fails add(7, 1)
     assert env.local_state("coder") == 0.5 and last(env, "coder")["reward_local"] == 0.0
-    rewards = {}
-    for name, action in {"correct": CORRECT_ADD, "wrong": WRONG_ADD, "junk": "I would add them."}.items():
-        branch = copy.deepcopy(env)
-        branch.step(action)
-        rewards[name] = last(branch, "coder")
+    rewards = branch_results(env, "coder", {"correct": CORRECT_ADD, "wrong": WRONG_ADD, "junk": "I would add them."})
     assert rewards["correct"]["reward_local"] == 1.0 - 0.5 and rewards["wrong"]["reward_local"] == 0.5 - 0.5
     assert rewards["correct"]["team_state"] == 1.0 > rewards["wrong"]["team_state"] > 0
     assert rewards["junk"]["reward_local"] == -env.config.format_penalty and not rewards["junk"]["valid"]
@@ -408,12 +416,7 @@ def test_coder_reward_varies_with_its_code():
 def test_tester_reward_varies_with_its_tests():
     env = fresh()
     env.step(WRONG_ADD)
-    rewards = {}
-    for name, action in {"catching": CATCHING_TESTS, "valid": VALID_TESTS, "invalid": INVALID_TESTS,
-                         "junk": "add should add"}.items():
-        branch = copy.deepcopy(env)
-        branch.step(action)
-        rewards[name] = last(branch, "tester")["reward_local"]
+    rewards = {name: result["reward_local"] for name, result in branch_results(env, "tester", TESTER_ACTIONS).items()}
     bug_credit = env.config.bug_credit
     assert rewards == pytest.approx({"catching": 1.0 + bug_credit / 2, "valid": 1.0, "invalid": 0.5,
                                      "junk": -env.config.format_penalty})
@@ -428,12 +431,7 @@ def test_tester_reward_later_in_the_episode_is_the_change_its_tests_make():
     bug_credit = env.config.bug_credit
     before = env.local_state("tester")
     assert before == pytest.approx((2 + bug_credit) / 3)
-    rewards = {}
-    for name, action in {"catching": CATCHING_TESTS, "valid": VALID_TESTS, "invalid": INVALID_TESTS,
-                         "junk": "add should add"}.items():
-        branch = copy.deepcopy(env)
-        branch.step(action)
-        rewards[name] = last(branch, "tester")["reward_local"]
+    rewards = {name: result["reward_local"] for name, result in branch_results(env, "tester", TESTER_ACTIONS).items()}
     # "valid": the wrong code passes those tests and the episode ends; add(7, 1) was caught
     # by MIXED_TESTS but is no longer a current test, so it is not credited.
     assert rewards == pytest.approx({"catching": 1.0 + bug_credit / 2 - before, "valid": 1.0 - before,
