@@ -15,34 +15,24 @@ import os
 from typing import Any
 
 import pytest
+from reasoning_gym_play import play_answers, printing, tagged
 
 import pettingllm_envs
-from pettingllm_envs.episodes import play_episode
 
 # ============================================================ reasoning_gym_v0
 RG = "reasoning_gym_v0"
 
 
-def rg_raw(dataset: str, seed: int = 0, **config: Any) -> Any:
-    pytest.importorskip("reasoning_gym")
-    env = pettingllm_envs.make(RG, dataset=dataset, **config)
+def reset_env(env_id: str, package: str, seed: int, **config: Any) -> Any:
+    """``env_id`` made with ``config`` and reset with ``seed``; the test skips without ``package``."""
+    pytest.importorskip(package)
+    env = pettingllm_envs.make(env_id, **config)
     env.reset(seed=seed)
     return env
 
 
-def tagged(answer: str) -> str:
-    return f"Working it out.\n<answer>{answer}</answer>"
-
-
-def printing(answer: str) -> str:
-    return f"```python\nprint({answer!r})\n```"
-
-
-def play_constant(dataset: str, seed: int, answer: str) -> Any:
-    """Both roles give ``answer`` every turn (the reasoner tagged, the tool printed)."""
-    env = pettingllm_envs.make(RG, dataset=dataset)
-    episode = play_episode(env, lambda o, a, i: tagged(answer) if a == "reasoner" else printing(answer), seed=seed)
-    return env, episode
+def rg_raw(dataset: str, seed: int = 0, **config: Any) -> Any:
+    return reset_env(RG, "reasoning_gym", seed, dataset=dataset, **config)
 
 
 NAN_SPELLINGS = ["nan", "NaN", "-nan", "(nan)", "nan+nanj", "nani", "nan + nan i", "NAN + 0i", "inf - inf i"]
@@ -57,7 +47,7 @@ def test_nan_is_not_a_right_complex_number(answer):
         env = rg_raw("complex_arithmetic", seed).unwrapped
         if "inf" not in answer.lower():
             assert env.dataset.score_answer(answer, env.instance.entry) == 1.0  # the scorer alone pays it
-        _, episode = play_constant("complex_arithmetic", seed, answer)
+        episode = play_answers("complex_arithmetic", seed, lambda _env, answer=answer: answer)
         assert not episode.success
         assert all(episode.total_reward(role) <= 0.0 for role in ("reasoner", "tool")), answer
 
@@ -163,10 +153,7 @@ TA = "textarena_v0"
 
 
 def ta_env(game: str, seed: int = 0, **config: Any) -> Any:
-    pytest.importorskip("textarena")
-    env = pettingllm_envs.make(TA, game=game, **config)
-    env.reset(seed=seed)
-    return env
+    return reset_env(TA, "textarena", seed, game=game, **config)
 
 
 #: A TicTacToe position (seed 3, then these moves) in which player_0 is to move at turn 2 and

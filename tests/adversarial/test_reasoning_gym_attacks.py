@@ -17,13 +17,14 @@ import pytest
 
 pytest.importorskip("reasoning_gym")
 
+from reasoning_gym_play import ENV_ID, play_answers, printing, tagged
+
 import pettingllm_envs
 from pettingllm_envs.bridges.reasoning_gym_answers import max_answer_chars, refusal
 from pettingllm_envs.bridges.reasoning_gym_env import scripted_policy
 from pettingllm_envs.episodes import Episode, play_episode
 from pettingllm_envs.sandbox import execute
 
-ENV_ID = "reasoning_gym_v0"
 DATASETS = ("basic_arithmetic", "countdown", "gsm_symbolic", "knights_knaves", "maze", "spell_backward",
             "letter_jumble", "fraction_simplification")
 SEEDS = range(3)
@@ -46,25 +47,6 @@ def wrong_answer(env: Any) -> str:
     raise AssertionError("no wrong answer found")
 
 
-def tagged(answer: str) -> str:
-    return f"Let me think.\n<answer>{answer}</answer>"
-
-
-def printing(answer: str) -> str:
-    return f"```python\nprint({answer!r})\n```"
-
-
-def play_attack(dataset: str, seed: int, answer_of: Any) -> Episode:
-    """Both roles give the attack's answer every turn (the reasoner tagged, the tool printed)."""
-    env = pettingllm_envs.make(ENV_ID, dataset=dataset)
-
-    def policy(observation: str, agent: str, info: dict[str, Any]) -> str:
-        answer = answer_of(env.unwrapped)
-        return tagged(answer) if agent == "reasoner" else printing(answer)
-
-    return play_episode(env, policy, seed=seed)
-
-
 def assert_no_more_than_trivially_wrong(episode: Episode) -> None:
     assert not episode.success
     for role in ROLES:
@@ -73,7 +55,7 @@ def assert_no_more_than_trivially_wrong(episode: Episode) -> None:
 
 def test_a_trivial_wrong_answer_earns_zero_and_the_oracle_earns_more():
     for dataset in DATASETS:
-        wrong = play_attack(dataset, 0, wrong_answer)
+        wrong = play_answers(dataset, 0, wrong_answer)
         assert [wrong.total_reward(role) for role in ROLES] == [0.0, 0.0], dataset
         solved = play_episode(pettingllm_envs.make(ENV_ID, dataset=dataset), scripted_policy, seed=0)
         assert all(solved.total_reward(role) == 2.0 for role in ROLES), dataset
@@ -94,7 +76,7 @@ HEDGES = {
 @pytest.mark.parametrize("hedge", [h for h in HEDGES if h != "gold, then another answer"])
 def test_hedges_dumps_and_the_question_earn_no_more_than_a_wrong_answer(dataset, hedge):
     for seed in SEEDS:
-        assert_no_more_than_trivially_wrong(play_attack(dataset, seed, HEDGES[hedge]))
+        assert_no_more_than_trivially_wrong(play_answers(dataset, seed, HEDGES[hedge]))
 
 
 @pytest.mark.parametrize("dataset", ["gsm_symbolic", "letter_jumble", "fraction_simplification", "spell_backward"])

@@ -1,0 +1,34 @@
+"""Plays shared by the reasoning_gym_v0 attack files: an answer in the form each role gives
+it, and an episode in which both roles give an attack's answer every turn."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pettingllm_envs
+from pettingllm_envs.episodes import Episode, play_episode
+
+ENV_ID = "reasoning_gym_v0"
+
+
+def tagged(answer: str) -> str:
+    """The reasoner's action giving ``answer``."""
+    return f"Let me think.\n<answer>{answer}</answer>"
+
+
+def printing(answer: str) -> str:
+    """The tool's action giving ``answer``: a program that prints it."""
+    return f"```python\nprint({answer!r})\n```"
+
+
+def play_answers(dataset: str, seed: int, answer_of: Callable[[Any], str]) -> Episode:
+    """An episode in which both roles give ``answer_of(raw env)`` every turn (the reasoner
+    tagged, the tool printed)."""
+    env = pettingllm_envs.make(ENV_ID, dataset=dataset)
+
+    def policy(observation: str, agent: str, info: dict[str, Any]) -> str:
+        answer = answer_of(env.unwrapped)
+        return tagged(answer) if agent == "reasoner" else printing(answer)
+
+    return play_episode(env, policy, seed=seed)
