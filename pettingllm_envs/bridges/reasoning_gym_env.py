@@ -73,7 +73,7 @@ from pettingllm_envs.bridges.reasoning_gym_datasets import (
 )
 from pettingllm_envs.capabilities import Voting
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
-from pettingllm_envs.core.answer_team import ReplyView, read_tool_answer, remember_answer
+from pettingllm_envs.core.answer_team import ReplyView, read_tool_answer, remember_answer, role_instructions
 from pettingllm_envs.core.tools import SHOWN_CODE_CHARS, ToolEnvConfig, program_answers
 
 ROLES = ("reasoner", "tool")
@@ -193,27 +193,18 @@ class raw_env(TextAECEnv[Problem]):
 
     # -------------------------------------------------------------- views
     def role_instructions(self, agent: str) -> str:
-        common = (
-            "You are on a team of two agents, a reasoner and a tool agent, that solves a reasoning task. "
-            "Each of you gives an answer every turn; the episode ends when your answers agree."
-        )
-        if agent == "reasoner":
-            return common + (
-                "\nYou are the reasoner. Think step by step, check the tool agent's program and output if there is "
-                "one, and end with your final answer between <answer> and </answer>: only the answer, exactly in "
-                "the format the task asks for."
-            )
-        return common + (
-            "\nYou are the tool agent. Write a Python program in a ```python code block that checks the reasoner's "
-            "answer (or works the task out) and prints the answer, exactly in the format the task asks for: either "
-            "only the answer, or the answer between <answer> and </answer>. The program runs in a sandbox without "
-            f"network access for at most {self.config.tool_timeout:g} s."
+        return role_instructions(
+            agent, "a reasoning task", tool_timeout=self.config.tool_timeout,
+            reasoner="You are the reasoner. Think step by step, check the tool agent's program and output if there is "
+                     "one, and end with your final answer between <answer> and </answer>: only the answer, exactly in "
+                     "the format the task asks for.",
+            tool="You are the tool agent. Write a Python program in a ```python code block that checks the reasoner's "
+                 "answer (or works the task out) and prints the answer, exactly in the format the task asks for: "
+                 "either only the answer, or the answer between <answer> and </answer>.",
         )
 
     def task_view(self, agent: str) -> str:
-        parts = [f"Task:\n{self.instance.question}", "", f"Turn {self.turn + 1} of {self.config.max_turns}."]
-        parts += REPLY_VIEW.latest_replies(self, agent, "Latest reply ({when}), {who}:")
-        return "\n".join(parts)
+        return REPLY_VIEW.task_view(self, agent, f"Task:\n{self.instance.question}", "Latest reply ({when}), {who}:")
 
     def render_state(self) -> str:
         return (f"[{self.config.dataset}] {self.instance.question}\nturn {self.turn} answers {self.answers} "

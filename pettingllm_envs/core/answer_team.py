@@ -33,6 +33,19 @@ def read_tool_answer(text: str, config: ToolEnvConfig,
                             reason_format="{}")
 
 
+def role_instructions(agent: str, task: str, *, reasoner: str, tool: str, tool_timeout: float) -> str:
+    """``agent``'s instructions in a team that solves ``task`` (e.g. "a math problem"): the
+    team's rules, then the role's own part, ``reasoner`` or ``tool`` (the tool's followed by
+    its sandbox's limits)."""
+    common = (
+        f"You are on a team of two agents, a reasoner and a tool agent, that solves {task}. "
+        "Each of you gives an answer every turn; the episode ends when your answers agree."
+    )
+    if agent == "reasoner":
+        return f"{common}\n{reasoner}"
+    return f"{common}\n{tool} The program runs in a sandbox without network access for at most {tool_timeout:g} s."
+
+
 @dataclass(frozen=True)
 class ReplyView:
     """How much of a past action later observations show: the end of a reply or program
@@ -58,6 +71,12 @@ class ReplyView:
         if result.invalid_reason:
             lines.append(f"(invalid: {result.invalid_reason})")
         return "\n".join(lines)
+
+    def task_view(self, env: TextAECEnv, agent: str, task: str, heading: str) -> str:
+        """The observation's task part: ``task``, the turn, and each role's latest action
+        under ``heading`` (see :meth:`latest_replies`)."""
+        parts = [task, "", f"Turn {env.turn + 1} of {env.config.max_turns}."]
+        return "\n".join(parts + self.latest_replies(env, agent, heading))
 
     def latest_replies(self, env: TextAECEnv, agent: str, heading: str) -> list[str]:
         """Each role's latest action, oldest role first, under ``heading`` (a format string

@@ -56,7 +56,7 @@ from pettingzoo import AECEnv
 
 from pettingllm_envs.capabilities import Voting
 from pettingllm_envs.core import SPLITS, ActionResult, Split, TextAECEnv, make_parallel_env, split_of, wrap_env
-from pettingllm_envs.core.answer_team import ReplyView, read_tool_answer, remember_answer
+from pettingllm_envs.core.answer_team import ReplyView, read_tool_answer, remember_answer, role_instructions
 from pettingllm_envs.core.tools import ToolEnvConfig, program_answers
 from pettingllm_envs.math.datasets import FORMATS, Format, MathProblem, load_dataset_file, load_hf_dataset
 from pettingllm_envs.math.generator import generate_problem
@@ -223,25 +223,17 @@ class raw_env(TextAECEnv[MathProblem]):
 
     # -------------------------------------------------------------- views
     def role_instructions(self, agent: str) -> str:
-        common = (
-            "You are on a team of two agents, a reasoner and a tool agent, that solves a math problem. "
-            "Each of you gives an answer every turn; the episode ends when your answers agree."
-        )
-        if agent == "reasoner":
-            return common + (
-                "\nYou are the reasoner. Think step by step, check the tool agent's program and output if "
-                "there is one, and end with your final answer in \\boxed{...} (a number or expression, no units)."
-            )
-        return common + (
-            "\nYou are the tool agent. Write a Python program in a ```python code block that computes the "
-            "answer and prints it as its last line of output (a number or expression, no units). The program "
-            f"runs in a sandbox without network access for at most {self.config.tool_timeout:g} s."
+        return role_instructions(
+            agent, "a math problem", tool_timeout=self.config.tool_timeout,
+            reasoner="You are the reasoner. Think step by step, check the tool agent's program and output if "
+                     "there is one, and end with your final answer in \\boxed{...} (a number or expression, no units).",
+            tool="You are the tool agent. Write a Python program in a ```python code block that computes the "
+                 "answer and prints it as its last line of output (a number or expression, no units).",
         )
 
     def task_view(self, agent: str) -> str:
-        parts = [f"Problem:\n{self.instance.question}", "", f"Turn {self.turn + 1} of {self.config.max_turns}."]
-        parts += REPLY_VIEW.latest_replies(self, agent, "Latest answer ({when}), {who} solution:")
-        return "\n".join(parts)
+        return REPLY_VIEW.task_view(self, agent, f"Problem:\n{self.instance.question}",
+                                    "Latest answer ({when}), {who} solution:")
 
     def render_state(self) -> str:
         return (f"{self.instance.question}\nturn {self.turn} answers {self.answers} team {self.team_answer!r} "
