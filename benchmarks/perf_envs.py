@@ -107,6 +107,14 @@ def deepcopy_costs(env_id: str, repeats: int, *, naive_share: int = 10, **config
     return ours, naive
 
 
+def print_markdown_table(columns: list[str], rows: list[str], *, left: int = 2) -> None:
+    """Print a Markdown table of ``rows`` (each already a ``| ... |`` line) under ``columns``,
+    the first ``left`` columns left-aligned and the figures right-aligned."""
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "|".join(["---"] * left + ["---:"] * (len(columns) - left)) + "|")
+    print("\n".join(rows))
+
+
 def write_results(results: dict[str, Any], out: str) -> dict[str, Any]:
     """Write ``results`` as JSON to ``out`` (its folder made) and return them."""
     path = Path(out)

@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 import pettingllm_envs
-from benchmarks.perf_envs import deepcopy_costs, time_steps, write_results
+from benchmarks.perf_envs import deepcopy_costs, print_markdown_table, time_steps, write_results
 from pettingllm_envs.bridges import reasoning_gym_datasets as catalogue
 from pettingllm_envs.policies import scripted_policy
 
@@ -98,10 +98,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     f"({steps['reasoner'] / baseline['reasoner']:.1f}x) | {tool_ms:.1f} "
                     f"({steps['tool'] / baseline['tool']:.2f}x) | {ours:.0f} ({ours / math_copy_us:.1f}x; "
                     f"naive {naive / ours:.0f}x ours) | {solved}/{args.episodes} |")
-    print("| dataset | bridged | new problem ms | reasoner step ms (x math_v0) | tool step ms (x math_v0) "
-          "| deepcopy µs (x math_v0; naive / ours) | oracle solved |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    print("\n".join(rows))
+    print_markdown_table(["dataset", "bridged", "new problem ms", "reasoner step ms (x math_v0)",
+                          "tool step ms (x math_v0)", "deepcopy µs (x math_v0; naive / ours)", "oracle solved"], rows)
     return write_results(results, args.out)
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import textarena
 
 import pettingllm_envs
-from benchmarks.perf_envs import mean_seconds, write_results
+from benchmarks.perf_envs import mean_seconds, print_markdown_table, write_results
 from pettingllm_envs.bridges import textarena_games
 from pettingllm_envs.bridges.textarena_env import scripted_policy
 
@@ -136,10 +136,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for game, reason in sorted(textarena_games.UNAVAILABLE.items()):
             results["games"][game] = {"bridged": False, "reason": reason}
             rows.append(f"| {game} | no: {reason} | | | | |")
-    print("| game | bridged | step ms (x TextArena's own step) | step ms with legal moves listed "
-          "| deepcopy µs (x TextArena's wrapped game) | scripted games won |")
-    print("|---|---|---:|---:|---:|---:|")
-    print("\n".join(rows))
+    print_markdown_table(["game", "bridged", "step ms (x TextArena's own step)", "step ms with legal moves listed",
+                          "deepcopy µs (x TextArena's wrapped game)", "scripted games won"], rows)
     return write_results(results, args.out)
 
 
