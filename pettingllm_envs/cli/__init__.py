@@ -159,6 +159,14 @@ def _check_policy_specs(specs: Sequence[str]) -> None:
                              "openai:<model>@<base_url>, hf:<model folder>)")
 
 
+def _add_problem_options(parser: ArgumentParser, *, seed_help: str,
+                         split_help: str = "split the problems come from") -> None:
+    """The options that choose the problems and configure the env: --split, --seed, --env-kwargs."""
+    parser.add_argument("--split", choices=SPLITS, default="test", help=split_help)
+    parser.add_argument("--seed", type=int, default=0, help=seed_help)
+    parser.add_argument("--env-kwargs", default="{}", help=ENV_KWARGS_HELP)
+
+
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="pettingllm", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true",
@@ -176,9 +184,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--episodes", type=int, default=20, help="episodes per env; episode i plays problem seed+i")
     p.add_argument("--policy", choices=NAMED_POLICIES, default="scripted",
                    help="scripted: the env's oracle; random: random printable text")
-    p.add_argument("--split", choices=SPLITS, default="test", help="split the problems come from")
-    p.add_argument("--seed", type=int, default=0, help="first problem index (and the random policy's seed)")
-    p.add_argument("--env-kwargs", default="{}", help=ENV_KWARGS_HELP)
+    _add_problem_options(p, seed_help="first problem index (and the random policy's seed)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("play", help="play one role of an env in the terminal; the others are scripted",
@@ -188,9 +194,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("env_id", help="env id (see pettingllm list)")
     p.add_argument("--role", help="the role you play (default: the env's human_role, e.g. the planner, else "
                                   "the first role in turn order)")
-    p.add_argument("--seed", type=int, default=0, help="problem index")
-    p.add_argument("--split", choices=SPLITS, default="test", help="split the problem comes from")
-    p.add_argument("--env-kwargs", default="{}", help=ENV_KWARGS_HELP)
+    _add_problem_options(p, seed_help="problem index", split_help="split the problem comes from")
     p.set_defaults(func=_cmd_play)
 
     p = sub.add_parser("bench", help="evaluate policies on the test split of every env; resumable",
@@ -205,9 +209,7 @@ def build_parser() -> ArgumentParser:
                    help="multi: one call per role; single: the single-agent baseline, one reply for every role "
                         "(repeatable; model policies only; default: multi)")
     p.add_argument("--episodes", type=int, default=20, help="episodes per env, policy and mode")
-    p.add_argument("--split", choices=SPLITS, default="test", help="split the problems come from")
-    p.add_argument("--seed", type=int, default=0, help="first problem index")
-    p.add_argument("--env-kwargs", default="{}", help=ENV_KWARGS_HELP)
+    _add_problem_options(p, seed_help="first problem index")
     p.add_argument("--concurrency", type=int, default=4, help="episodes in flight (bounds endpoint requests)")
     p.add_argument("--max-tokens", type=int, default=1024, help="completion budget per reply of model policies")
     p.add_argument("--out", default="runs/bench", help="directory for the records and the report")
