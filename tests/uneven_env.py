@@ -68,10 +68,12 @@ class UnevenEnv(AECEnv):
                         dtype=np.int64)
 
     def step(self, action: str | None) -> None:
-        agent = self.agent_selection
-        if self.terminations[agent] or self.truncations[agent]:
+        # PettingZoo's AEC template as its environment-creation tutorial writes it (TextAECEnv
+        # does the same by the same protocol; this env keeps its own copy on purpose, see above).
+        if self.terminations[self.agent_selection] or self.truncations[self.agent_selection]:
             self._was_dead_step(action)
             return
+        agent = self.agent_selection
         self._cumulative_rewards[agent] = 0.0
         self.rewards = dict.fromkeys(self.agents, 0.0)
         self.rewards[agent] = reward_of(action)
