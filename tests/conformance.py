@@ -9,6 +9,7 @@ import string
 from collections.abc import Sequence
 from typing import Any
 
+import pettingllm_envs
 from pettingllm_envs.core import SPLITS, TextObservation, split_of
 
 #: Actions no env may crash on: empty, control characters, empty and failing programs, huge
@@ -79,3 +80,15 @@ def assert_reset_repeats(env: Any, index: int) -> None:
     first = env.instance
     env.reset(options={"index": index, "split": "test"})
     assert env.instance == first
+
+
+def assert_truncates_without_success(env_id: str, max_turns: int = 2) -> Any:
+    """``env_id`` with ``max_turns``, every role stepping a reply that is no move until the
+    turns run out: every role is truncated, none terminated, none successful. Returns the env."""
+    env = pettingllm_envs.make(env_id, max_turns=max_turns)
+    env.reset(seed=1)
+    for _ in range(max_turns * len(env.possible_agents)):
+        env.step("nothing")
+    assert all(env.truncations.values()) and not any(env.terminations.values())
+    assert all(info["success"] is False for info in env.infos.values())
+    return env

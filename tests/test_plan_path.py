@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conformance import assert_reset_repeats, split_keys
+from conformance import assert_reset_repeats, assert_truncates_without_success, split_keys
 
-import pettingllm_envs
 from pettingllm_envs.planning.moves import parse_moves
 from pettingllm_envs.planning.plan_path import PlanPathConfig, bfs_distances, raw_env, shortest_moves
 
@@ -128,12 +127,7 @@ def test_planner_sees_the_tools_output_of_the_same_turn():
 
 
 def test_truncation_at_max_turns_and_success_flag():
-    env = pettingllm_envs.make("plan_path_v0", max_turns=2)
-    env.reset(seed=1)
-    for _ in range(4):
-        env.step("nothing")
-    assert all(env.truncations.values()) and not any(env.terminations.values())
-    assert all(info["success"] is False for info in env.infos.values())
+    assert_truncates_without_success("plan_path_v0")
 
 
 def test_alpha_weights_the_global_reward():

@@ -45,6 +45,16 @@ def make(game: str, **config):
     return pettingllm_envs.make(ENV_ID, game=game, **config)
 
 
+def scripted_plies(game: str, plies: int):
+    """``game`` reset with seed 0 and ``plies`` moves into it, played by the scripted policy."""
+    env = make(game)
+    env.reset(seed=0)
+    for _ in range(plies):
+        agent = env.agent_selection
+        env.step(scripted_policy(env.observe(agent), agent, env.infos[agent]))
+    return env
+
+
 # ------------------------------------------------------------------ conformance, per game
 @pytest.mark.parametrize("game", CONFORMANCE_GAMES)
 def test_pettingzoo_api_seed_and_parallel_tests(game):
@@ -309,11 +319,7 @@ def test_deepcopy_shares_the_immutable_parts():
 
 
 def test_textarena_queues_and_log_are_drained_so_copies_stay_small():
-    env = make("ConnectFour-v0")
-    env.reset(seed=0)
-    for _ in range(6):
-        agent = env.agent_selection
-        env.step(scripted_policy(env.observe(agent), agent, env.infos[agent]))
+    env = scripted_plies("ConnectFour-v0", 6)
     state = env.unwrapped.game.state
     assert state.logs == [] and state.observations == {0: [], 1: []}
 
@@ -441,11 +447,7 @@ def test_an_invalid_move_costs_the_penalty_and_the_retry_limit_loses_the_game():
 
 
 def test_only_the_latest_board_is_shown():
-    env = make("ConnectFour-v0")
-    env.reset(seed=0)
-    for _ in range(4):
-        agent = env.agent_selection
-        env.step(scripted_policy(env.observe(agent), agent, env.infos[agent]))
+    env = scripted_plies("ConnectFour-v0", 4)
     view = str(env.observe(env.agent_selection))
     assert view.count("Board state:") == 1
 
