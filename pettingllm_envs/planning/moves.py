@@ -59,6 +59,24 @@ def describe_moves(result: ActionResult) -> str:
     return text
 
 
+def move_team_instructions(agent: str, rules: str, *, tool_task: str, board: str) -> str:
+    """``agent``'s instructions in a move team: the game's ``rules`` (they start "You are on a
+    team of two agents, a tool agent and a planner, "), then the role's part of the protocol:
+    the tool's program ``tool_task`` (e.g. "searches for a solution from the current board")
+    and prints ``MOVES:``; the planner's ``MOVES:`` line is applied to the real ``board``."""
+    if agent == "tool":
+        return rules + (
+            "\nYou are the tool agent. Write a Python program in a ```python code block that "
+            f"{tool_task} and prints it on its last line as `MOVES: U R R D`. The program runs in a sandbox; "
+            "the planner sees its code and output."
+        )
+    return rules + (
+        "\nYou are the planner. Decide the moves to make now, using the tool agent's program "
+        "and output if they help. End your reply with a line `MOVES: U R R D`; those moves "
+        f"are applied to the real {board}."
+    )
+
+
 def apply_move_action(agent: str, text: str, config: ToolEnvConfig, *,
                       tool: Callable[[list[str], ToolRun], ActionResult],
                       planner: Callable[[list[str]], ActionResult]) -> ActionResult:

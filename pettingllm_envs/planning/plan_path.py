@@ -44,7 +44,7 @@ from typing import Any, ClassVar
 
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
 from pettingllm_envs.core.tools import ToolEnvConfig, ToolRun, team_history_lines
-from pettingllm_envs.planning.moves import MOVES, apply_move_action, describe_moves
+from pettingllm_envs.planning.moves import MOVES, apply_move_action, describe_moves, move_team_instructions
 
 
 @dataclass(frozen=True)
@@ -220,24 +220,14 @@ class raw_env(TextAECEnv[Maze]):
 
     # -------------------------------------------------------------- views
     def role_instructions(self, agent: str) -> str:
-        common = (
+        rules = (
             "You are on a team of two agents, a tool agent and a planner, that moves a walker "
             "through a grid maze to the goal in as few moves as possible. Moves: U (row - 1), "
             "D (row + 1), L (col - 1), R (col + 1). Moving into a wall (#) or off the grid stops "
             "the remaining moves."
         )
-        if agent == "tool":
-            return common + (
-                "\nYou are the tool agent. Write a Python program in a ```python code block that "
-                "computes a shortest path from the walker's position to the goal and prints it on "
-                "its last line as `MOVES: U R R D`. The program runs in a sandbox; the planner sees "
-                "its code and output."
-            )
-        return common + (
-            "\nYou are the planner. Decide the moves to make now, using the tool agent's program "
-            "and output if they help. End your reply with a line `MOVES: U R R D`; those moves "
-            "are applied to the real maze."
-        )
+        return move_team_instructions(
+            agent, rules, tool_task="computes a shortest path from the walker's position to the goal", board="maze")
 
     def board_text(self) -> str:
         maze = self.instance

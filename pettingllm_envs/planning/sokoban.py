@@ -59,7 +59,7 @@ from typing import Any, ClassVar
 
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
 from pettingllm_envs.core.tools import ToolEnvConfig, ToolRun, team_history_lines
-from pettingllm_envs.planning.moves import apply_move_action, describe_moves
+from pettingllm_envs.planning.moves import apply_move_action, describe_moves, move_team_instructions
 from pettingllm_envs.planning.sokoban_board import (
     FLOOR,
     LEGEND,
@@ -239,7 +239,7 @@ class raw_env(TextAECEnv[Level]):
 
     # -------------------------------------------------------------- views
     def role_instructions(self, agent: str) -> str:
-        common = (
+        rules = (
             "You are on a team of two agents, a tool agent and a planner, playing Sokoban: the "
             "player (@) must push every box ($) onto a goal (.) in as few moves as possible. "
             "Moves: U (row - 1), D (row + 1), L (col - 1), R (col + 1). Walking into a box pushes "
@@ -247,17 +247,8 @@ class raw_env(TextAECEnv[Level]):
             "box. An illegal move stops the remaining moves. A box pushed into a corner or along a "
             "wall with no goal can never reach a goal (a deadlock)."
         )
-        if agent == "tool":
-            return common + (
-                "\nYou are the tool agent. Write a Python program in a ```python code block that "
-                "searches for a solution from the current board and prints it on its last line as "
-                "`MOVES: U R R D`. The program runs in a sandbox; the planner sees its code and output."
-            )
-        return common + (
-            "\nYou are the planner. Decide the moves to make now, using the tool agent's program "
-            "and output if they help. End your reply with a line `MOVES: U R R D`; those moves "
-            "are applied to the real board."
-        )
+        return move_team_instructions(
+            agent, rules, tool_task="searches for a solution from the current board", board="board")
 
     def task_view(self, agent: str) -> str:
         level = self.instance
