@@ -73,7 +73,13 @@ from pettingllm_envs.bridges.reasoning_gym_datasets import (
 )
 from pettingllm_envs.capabilities import Voting
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
-from pettingllm_envs.core.answer_team import ReplyView, read_tool_answer, remember_answer, role_instructions
+from pettingllm_envs.core.answer_team import (
+    ReplyView,
+    answer_key_oracle,
+    read_tool_answer,
+    remember_answer,
+    role_instructions,
+)
 from pettingllm_envs.core.tools import SHOWN_CODE_CHARS, ToolEnvConfig, program_answers
 
 ROLES = ("reasoner", "tool")
@@ -251,9 +257,6 @@ voting = Voting(keys=answer_keys)
 def scripted_policy(observation: str, agent: str, info: dict[str, Any]) -> str:
     """Oracle from the dataset's answer: the reasoner tags it, the tool prints it. A problem
     this process never loaded gets a reply without an answer (marked invalid)."""
-    gold = ANSWER_KEY.get(info.get("problem_id", ""))
-    if gold is None:
-        return "The answer key does not know this problem."
-    if agent == "tool":
-        return f"```python\nprint({f'<answer>{gold}</answer>'!r})\n```"
-    return f"Working through the task step by step gives the result.\n<answer>{gold}</answer>"
+    return answer_key_oracle(
+        ANSWER_KEY, agent, info, printed=lambda gold: f"<answer>{gold}</answer>",
+        reasoner=lambda gold: f"Working through the task step by step gives the result.\n<answer>{gold}</answer>")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pettingllm_envs.core.text_env import ActionResult, TextAECEnv
 from pettingllm_envs.core.tools import ToolEnvConfig, ToolRun, read_tool_output
@@ -22,6 +23,20 @@ def remember_answer(answer_key: dict[str, str], uid: str, answer: str, *, size: 
     answer_key[uid] = answer
     while len(answer_key) > size:
         del answer_key[next(iter(answer_key))]
+
+
+def answer_key_oracle(answer_key: dict[str, str], agent: str, info: dict[str, Any], *,
+                      reasoner: Callable[[str], str], printed: Callable[[str], str]) -> str:
+    """The scripted oracle's action: the reference answer of ``info["problem_id"]`` from
+    ``answer_key``, as ``reasoner(answer)`` for the reasoner and, for the tool, a program
+    printing ``printed(answer)``. A problem the key does not know gets a reply without an
+    answer (the env marks it invalid)."""
+    gold = answer_key.get(info.get("problem_id", ""))
+    if gold is None:
+        return "The answer key does not know this problem."
+    if agent == "tool":
+        return f"```python\nprint({printed(gold)!r})\n```"
+    return reasoner(gold)
 
 
 def read_tool_answer(text: str, config: ToolEnvConfig,

@@ -56,7 +56,13 @@ from pettingzoo import AECEnv
 
 from pettingllm_envs.capabilities import Voting
 from pettingllm_envs.core import SPLITS, ActionResult, Split, TextAECEnv, make_parallel_env, split_of, wrap_env
-from pettingllm_envs.core.answer_team import ReplyView, read_tool_answer, remember_answer, role_instructions
+from pettingllm_envs.core.answer_team import (
+    ReplyView,
+    answer_key_oracle,
+    read_tool_answer,
+    remember_answer,
+    role_instructions,
+)
 from pettingllm_envs.core.tools import ToolEnvConfig, program_answers
 from pettingllm_envs.math.datasets import FORMATS, Format, MathProblem, load_dataset_file, load_hf_dataset
 from pettingllm_envs.math.generator import generate_problem
@@ -293,9 +299,6 @@ def scripted_policy(observation: str, agent: str, info: dict[str, Any]) -> str:
     """Oracle from the ground truth: the reasoner boxes the gold answer, the tool prints it.
     The gold answer comes from the answer key by ``info["problem_id"]``; a problem this
     process never loaded gets an answer that is marked invalid."""
-    gold = ANSWER_KEY.get(info.get("problem_id", ""))
-    if gold is None:
-        return "The answer key does not know this problem."
-    if agent == "tool":
-        return f"```python\nprint({gold!r})\n```"
-    return f"Working through the problem step by step gives the result.\n\\boxed{{{gold}}}"
+    return answer_key_oracle(ANSWER_KEY, agent, info, printed=str,
+                             reasoner=lambda gold: f"Working through the problem step by step gives the result.\n"
+                                                   f"\\boxed{{{gold}}}")
