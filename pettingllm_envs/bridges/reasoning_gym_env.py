@@ -72,21 +72,15 @@ from pettingllm_envs.bridges.reasoning_gym_datasets import (
     supported_datasets,
 )
 from pettingllm_envs.capabilities import Voting
-from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
-from pettingllm_envs.core.answer_team import (
-    ReplyView,
-    answer_key_oracle,
-    read_tool_answer,
-    remember_answer,
-    role_instructions,
-)
+from pettingllm_envs.core import ActionResult, TextAECEnv, answer_team, make_parallel_env, wrap_env
 from pettingllm_envs.core.tools import SHOWN_CODE_CHARS, ToolEnvConfig, program_answers
 
 ROLES = ("reasoner", "tool")
 #: How much of a role's reply and answer later observations show.
 SHOWN_REPLY_CHARS = 3000
 SHOWN_ANSWER_CHARS = 2000
-REPLY_VIEW = ReplyView(reply_chars=SHOWN_REPLY_CHARS, code_chars=SHOWN_CODE_CHARS, answer_chars=SHOWN_ANSWER_CHARS)
+REPLY_VIEW = answer_team.ReplyView(reply_chars=SHOWN_REPLY_CHARS, code_chars=SHOWN_CODE_CHARS,
+                                   answer_chars=SHOWN_ANSWER_CHARS)
 #: Most answer-key entries kept for the scripted oracle (oldest dropped first).
 ANSWER_KEY_SIZE = 100_000
 #: problem_id -> reference answer of every problem loaded in this process (for the oracle).
@@ -142,7 +136,7 @@ class raw_env(TextAECEnv[Problem]):
         return f"{problem.dataset}\n{problem.question}"
 
     def start_episode(self, problem: Problem) -> None:
-        remember_answer(ANSWER_KEY, problem.uid, problem.answer, size=ANSWER_KEY_SIZE)
+        answer_team.remember_answer(ANSWER_KEY, problem.uid, problem.answer, size=ANSWER_KEY_SIZE)
         self.answers: dict[str, str | None] = dict.fromkeys(ROLES)
         self.correct: dict[str, bool] = dict.fromkeys(ROLES, False)
         self.team_correct = False
@@ -154,7 +148,7 @@ class raw_env(TextAECEnv[Problem]):
             if answer is None:
                 return ActionResult(-self.config.format_penalty, valid=False, invalid_reason=reason)
             return self._answer(agent, answer, {})
-        outcome = read_tool_answer(text, self.config, program_answer)
+        outcome = answer_team.read_tool_answer(text, self.config, program_answer)
         if isinstance(outcome, ActionResult):
             return outcome
         answer, run = outcome
@@ -199,7 +193,7 @@ class raw_env(TextAECEnv[Problem]):
 
     # -------------------------------------------------------------- views
     def role_instructions(self, agent: str) -> str:
-        return role_instructions(
+        return answer_team.role_instructions(
             agent, "a reasoning task", tool_timeout=self.config.tool_timeout,
             reasoner="You are the reasoner. Think step by step, check the tool agent's program and output if there is "
                      "one, and end with your final answer between <answer> and </answer>: only the answer, exactly in "
@@ -257,6 +251,6 @@ voting = Voting(keys=answer_keys)
 def scripted_policy(observation: str, agent: str, info: dict[str, Any]) -> str:
     """Oracle from the dataset's answer: the reasoner tags it, the tool prints it. A problem
     this process never loaded gets a reply without an answer (marked invalid)."""
-    return answer_key_oracle(
+    return answer_team.answer_key_oracle(
         ANSWER_KEY, agent, info, printed=lambda gold: f"<answer>{gold}</answer>",
         reasoner=lambda gold: f"Working through the task step by step gives the result.\n<answer>{gold}</answer>")

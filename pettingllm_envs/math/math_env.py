@@ -55,13 +55,15 @@ from typing import Any, ClassVar, Literal
 from pettingzoo import AECEnv
 
 from pettingllm_envs.capabilities import Voting
-from pettingllm_envs.core import SPLITS, ActionResult, Split, TextAECEnv, make_parallel_env, split_of, wrap_env
-from pettingllm_envs.core.answer_team import (
-    ReplyView,
-    answer_key_oracle,
-    read_tool_answer,
-    remember_answer,
-    role_instructions,
+from pettingllm_envs.core import (
+    SPLITS,
+    ActionResult,
+    Split,
+    TextAECEnv,
+    answer_team,
+    make_parallel_env,
+    split_of,
+    wrap_env,
 )
 from pettingllm_envs.core.tools import ToolEnvConfig, program_answers
 from pettingllm_envs.math.datasets import FORMATS, Format, MathProblem, load_dataset_file, load_hf_dataset
@@ -75,7 +77,7 @@ TERMINATE_ON: tuple[str, ...] = typing.get_args(TerminateOn)
 #: How much of a role's solution text (and of the tool's program) later observations show:
 #: the end, where the answer is.
 SHOWN_SOLUTION_CHARS = 3000
-REPLY_VIEW = ReplyView(reply_chars=SHOWN_SOLUTION_CHARS, code_chars=SHOWN_SOLUTION_CHARS)
+REPLY_VIEW = answer_team.ReplyView(reply_chars=SHOWN_SOLUTION_CHARS, code_chars=SHOWN_SOLUTION_CHARS)
 #: Longest answer kept from a tool program's output.
 MAX_ANSWER_CHARS = 500
 #: Most answer-key entries kept for the scripted oracle (oldest dropped first).
@@ -180,7 +182,7 @@ class raw_env(TextAECEnv[MathProblem]):
         return pool[index % len(pool)]
 
     def start_episode(self, problem: MathProblem) -> None:
-        remember_answer(ANSWER_KEY, problem.uid, problem.answer, size=ANSWER_KEY_SIZE)
+        answer_team.remember_answer(ANSWER_KEY, problem.uid, problem.answer, size=ANSWER_KEY_SIZE)
         self.answers: dict[str, str | None] = dict.fromkeys(ROLES)
         self.correct: dict[str, bool] = dict.fromkeys(ROLES, False)
         self.team_answer: str | None = None
@@ -197,7 +199,7 @@ class raw_env(TextAECEnv[MathProblem]):
                 return ActionResult(-self.config.format_penalty, valid=False,
                                     invalid_reason=missing_answer_reason(text))
             return self._answer(agent, answer, {"answer": answer})
-        outcome = read_tool_answer(text, self.config, program_answer)
+        outcome = answer_team.read_tool_answer(text, self.config, program_answer)
         if isinstance(outcome, ActionResult):
             return outcome
         answer, run = outcome
@@ -229,7 +231,7 @@ class raw_env(TextAECEnv[MathProblem]):
 
     # -------------------------------------------------------------- views
     def role_instructions(self, agent: str) -> str:
-        return role_instructions(
+        return answer_team.role_instructions(
             agent, "a math problem", tool_timeout=self.config.tool_timeout,
             reasoner="You are the reasoner. Think step by step, check the tool agent's program and output if "
                      "there is one, and end with your final answer in \\boxed{...} (a number or expression, no units).",
@@ -299,6 +301,6 @@ def scripted_policy(observation: str, agent: str, info: dict[str, Any]) -> str:
     """Oracle from the ground truth: the reasoner boxes the gold answer, the tool prints it.
     The gold answer comes from the answer key by ``info["problem_id"]``; a problem this
     process never loaded gets an answer that is marked invalid."""
-    return answer_key_oracle(ANSWER_KEY, agent, info, printed=str,
+    return answer_team.answer_key_oracle(ANSWER_KEY, agent, info, printed=str,
                              reasoner=lambda gold: f"Working through the problem step by step gives the result.\n"
                                                    f"\\boxed{{{gold}}}")
