@@ -33,9 +33,13 @@ class raw_env(toy_raw_env):
     config: StallingConfig
 
     def apply_action(self, agent: str, text: str) -> ActionResult:
-        if self.config.stall_file and os.path.exists(self.config.stall_file):
-            os.remove(self.config.stall_file)
-            time.sleep(self.config.stall_s)
+        if self.config.stall_file:
+            try:  # removing the file is the claim: of workers that race here, exactly one stalls
+                os.remove(self.config.stall_file)
+            except FileNotFoundError:
+                pass
+            else:
+                time.sleep(self.config.stall_s)
         return super().apply_action(agent, text)
 
 
