@@ -4,6 +4,7 @@ start by more than the seed-to-seed noise measured in the same run."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 import random
 
@@ -15,6 +16,7 @@ from trainers.demonstrations import (
     make_view,
     multi_agent_demonstrations,
     single_agent_demonstrations,
+    tool_output_this_turn,
 )
 from trainers.learning import improvement_beyond_noise, mean_ci, pooled_rate, quick_config, run_experiment
 from trainers.sft import SFTConfig, SFTConfigError, learning_rate
@@ -76,6 +78,71 @@ def test_corruption_changes_exactly_one_item():
         changed = ANSWERS["sudoku_v0"].corrupt(triples, rng, 4)
         assert sum(a != b for a, b in zip(triples, changed, strict=True)) == 1
         assert all(1 <= int(x) <= 4 for t in changed for x in t.split())
+
+
+SUDOKU = {"size": 4, "givens": 14, "max_turns": 2}
+
+
+@pytest.mark.parametrize("env_id, kwargs", [("plan_path_v0", {"rows": 3, "cols": 3, "min_distance": 2,
+                                                                  "max_turns": 2}), ("sudoku_v0", SUDOKU)])
+def test_tool_program_copies_the_board_and_prints_what_its_python_mirror_says(env_id, kwargs):
+    """The demonstrated tool program is the board copied verbatim plus a fixed solver (a BFS,
+    or the digit missing from a cell's row and column). Run in the env's sandbox, it prints
+    what the demonstrations' Python mirror of it predicts, clean (the solution) and mis-copied
+    (one cell of the copy wrong: a wrong answer, or an error); checked on 24 boards each, so
+    a mirror that drifted from the program would show."""
+    board_program = ANSWERS[env_id].board_program
+    env = make_view(env_id, kwargs, single_agent=False, brief=True)
+    rng = random.Random(0)
+    outcomes = set()
+    for problem, corrupt in itertools.product(range(24), (False, True)):
+        env.reset(seed=problem)
+        observation = env.observe("tool")
+        program, printed, corrupted = board_program(observation, kwargs.get("size", 9), rng if corrupt else None)
+        assert corrupted == corrupt
+        board = [line for line in observation.splitlines() if line.startswith("r") or set(line) <= set(".#AG")]
+        board = [line for line in board if line]
+        copied = program.split("'''")[1].splitlines()
+        copied = [line for line in copied if line.startswith("r") or set(line) <= set(".#AG")]
+        wrong_cells = sum(a != b for x, y in zip(board, copied, strict=True) for a, b in zip(x, y, strict=True))
+        assert wrong_cells == 0 if not corrupt else 1 <= wrong_cells <= 2  # 2: the goal copied elsewhere
+        env.step(program)
+        view = env.observe("planner")
+        shown = tool_output_this_turn(view)
+        if printed:
+            assert shown == ANSWERS[env_id].tool_output(printed)
+            outcomes.add("wrong" if corrupt else "solution")
+        else:  # the mis-copy left no answer (a cell without a digit, a goal out of reach): it raised
+            assert corrupt and shown is None and "Traceback" in view
+            outcomes.add("raised")
+        placed = copy.deepcopy(env)
+        placed.step(ANSWERS[env_id].planner_reply(printed) if printed else "no answer")
+        assert bool(placed.infos["planner"]["success"]) != corrupt  # what the program printed solves iff clean
+    assert {"solution", "wrong"} <= outcomes
+
+
+def test_sudoku_planner_copies_what_the_tool_printed_this_turn():
+    """The planner's demonstration takes the tool's printed answer over, right or wrong (a
+    mistake of its own is a wrong answer even when the tool's was wrong too), and works the
+    answer out from the board when the tool printed nothing this turn."""
+    env = make_view("sudoku_v0", SUDOKU, single_agent=False, brief=True)
+    env.reset(seed=3)
+    env.step("```python\nprint('1 1 1; 4 4 4')\n```")
+    observation, info = env.observe("planner"), env.infos["planner"]
+    assert tool_output_this_turn(observation) == "1 1 1; 4 4 4"
+    assert DemonstrationPolicy("sudoku_v0", 0.0, random.Random(0), 4).act("planner", observation, info) == (
+        "PLACE: 1 1 1; 4 4 4", False)
+    solution = ANSWERS["sudoku_v0"].parse(DemonstrationPolicy("sudoku_v0", 0.0, random.Random(0), 4).oracle(
+        observation, "planner", info))
+    for seed in range(20):
+        wrong = DemonstrationPolicy("sudoku_v0", 1.0, random.Random(seed), 4)
+        reply, corrupted = wrong.act("planner", observation, info)
+        assert corrupted and not set(solution) <= set(ANSWERS["sudoku_v0"].parse(reply))
+    env.reset(seed=3)
+    env.step("no program")  # nothing printed: the planner's own (oracle) answer
+    reply, _ = DemonstrationPolicy("sudoku_v0", 0.0, random.Random(0), 4).act(
+        "planner", env.observe("planner"), env.infos["planner"])
+    assert sorted(ANSWERS["sudoku_v0"].parse(reply)) == sorted(solution)
 
 
 def test_mistake_rate_is_validated():
@@ -186,3 +253,24 @@ def test_per_role_sft_writes_one_loadable_model_per_role(tmp_path):
     for role in ("tool", "planner", "solo"):
         assert AutoModelForCausalLM.from_pretrained(tmp_path / "warm" / role) is not None
     assert not (tmp_path / "warm" / "_scratch").exists()
+
+
+@pytest.mark.slow
+def test_warm_start_stages_chain_and_are_reused(tmp_path):
+    """``sft_continue`` trains each stage from the previous one's weights; a rerun with the same
+    settings reuses every stage instead of training again, and the summary lists the ancestry."""
+    import io
+
+    from trainers.learning import EnvSetting, ExperimentConfig, warm_start
+
+    setting = EnvSetting("plan_path_v0", PLAN, sft_steps=2, sft_problems=4, sft_continue=((2, 2e-3),),
+                         max_prompt_tokens=128, single_agent_demonstrations=False)
+    cfg = ExperimentConfig(envs=[setting], scratch_hidden_size=32, scratch_layers=1, work_dir=str(tmp_path))
+    first = io.StringIO()
+    out, summary = warm_start(setting, cfg, first)
+    assert out == tmp_path / "warm_plan_path_v0_cont"
+    assert summary["config"]["model"] == str(tmp_path / "warm_plan_path_v0") and summary["config"]["lr"] == 2e-3
+    assert [s["config"]["out_dir"] for s in summary["continued_from"]] == [str(tmp_path / "warm_plan_path_v0")]
+    again = io.StringIO()
+    assert warm_start(setting, cfg, again)[0] == out
+    assert again.getvalue().count("reusing") == 2 and "SFT steps" not in again.getvalue()

@@ -6,19 +6,38 @@ groups (docs/design.md §4). :mod:`trainers.sft` fine-tunes on these demonstrati
 warm policy solves some held-out problems, and the mistakes keep it imperfect, so there is
 something left for RL to fix.
 
-**Compact tool programs.** The envs' scripted tool writes a full solver (a BFS or a
-backtracking search, 700-900 bytes of Python). A byte-level model of a few million
-parameters cannot learn to write that program in minutes of CPU, so the demonstrated tool
-program prints the oracle's answer in one line (```` ```python\\nprint("MOVES: U R")\\n``` ````).
-It still runs in the sandbox and is scored like any program: the tool agent solves the
-task itself and the program reports it. The planner's demonstration is the oracle's own
-answer, worked out from the board (not copied from the tool), so when the tool is wrong
-the planner's demonstration is right or independently wrong.
+**Tool programs a small model can write.** The envs' scripted tool writes a full solver (a
+BFS or a backtracking search, 700-900 bytes of general Python), which a byte-level model of
+a few million parameters cannot learn to write in minutes of CPU. What it can learn is fixed
+text and verbatim copying, so the demonstrated tool program is the board copied verbatim
+into a string literal followed by a fixed solver for it: a breadth-first search for
+``plan_path_v0`` (:data:`MAZE_SOLVER`, 400 bytes in all on a 3x3 maze) and, for
+``sudoku_v0``, the digit missing from each empty cell's row and column
+(:data:`SUDOKU_SOLVER`, 290 bytes on a 4x4 board; exact with up to two empty cells). The
+program runs in the sandbox and is scored like any program. Working the answer out in its
+head (a path, a cell's missing digit) is what a model this size does not learn; the
+program does it, the division of labour the tool agent exists for. (An earlier version
+had the tool print the oracle's answer in one line, ``print("MOVES: U R")``: its warm tool
+printed the same moves on every maze.) :class:`ScriptedPartners` still uses that one-line
+program (``solver_programs=False``): the partner is not trained, and it keeps the trained
+role's prompt short.
+
+**The planner takes the tool's answer over.** When the tool's program printed an answer this
+turn, the planner's demonstration is that answer, right or wrong, or at ``mistake_rate`` a
+mistake of its own (the solution with one item changed); otherwise it is the oracle's answer
+worked out from the board.
+Copying is the skill the team needs from the planner, and one a small model learns: an
+earlier version demonstrated the oracle's answer regardless of the tool's, and its warm
+planner never learned to copy (agreeing with the tool only when the tool happened to be
+right, it could not tell when copying pays).
 
 **Mistakes** (``mistake_rate``): each demonstrated answer is independently replaced, with
-that probability, by a corrupted one: a plan-path move list with one move changed to another
-direction, a sudoku answer with one value changed. A corrupted answer is still well-formed
-(the format is learned either way); it just does not solve the task.
+that probability, by a corrupted one. A tool program's board copy gets one cell wrong (a
+maze cell copied as a wall, free or the goal; a sudoku digit changed or a given left
+empty), chosen so that the program prints a wrong answer or, where no such cell turns up
+(a constrained sudoku), raises; a planner's answer is the solution with one item changed
+(one move to another direction, one value). A corrupted answer is well-formed (the format
+is learned either way); it just does not solve the task.
 
 **Brief instructions** (:class:`BriefInstructions`, optional): the envs' system messages
 are 450-700 bytes of English per role (1,100-1,500 for the single-agent view), the same
@@ -33,7 +52,9 @@ Supported envs: ``plan_path_v0`` and ``sudoku_v0`` (:data:`ANSWERS`).
 
 from __future__ import annotations
 
+import itertools
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +91,13 @@ class AnswerFormat:
     """What the compact tool program prints."""
     planner_reply: Callable[[list[str]], str]
     """The planner's reply."""
+    parse_output: Callable[[str], list[str]]
+    """The answer's items from a tool program's printed output."""
+    board_program: Callable[[str, int, random.Random | None], tuple[str, list[str], bool] | None] | None = None
+    """A short generic solver over a verbatim copy of the board in the observation (see the
+    module docstring): ``(program, the items it prints, corrupted)``, or None when the board
+    is not one it solves; given an rng, one digit of the copy is changed so that it prints a
+    wrong answer. None: the tool prints the oracle's answer (:func:`compact_program`)."""
 
 
 _DIRECTIONS = ("U", "D", "L", "R")
@@ -98,12 +126,196 @@ def _corrupt_triples(triples: list[str], rng: random.Random, size: int) -> list[
     return changed
 
 
+def _printed_moves(printed: str) -> list[str]:
+    """The moves of a printed ``MOVES: U R`` line ([] unless the output is exactly that)."""
+    return printed.split()[1:] if re.fullmatch(r"MOVES:( [UDLR])+", printed) else []
+
+
+def _printed_triples(printed: str) -> list[str]:
+    """The triples of a printed ``r c v; r c v`` line ([] unless the output is exactly that)."""
+    return [t.strip() for t in printed.split(";")] if re.fullmatch(r"\d+ \d+ \d+(; \d+ \d+ \d+)*", printed) else []
+
+
+def _board_rows(observation: str, size: int) -> list[str] | None:
+    """The board as the env renders it (row lines ``rN  ...`` and the rule lines between
+    them), or None when the observation has none."""
+    lines = observation.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith("r1 ")), None)
+    last = next((i for i, line in enumerate(lines) if line.startswith(f"r{size} ")), None)
+    if first is None or last is None or last < first:
+        return None
+    return lines[first:last + 1]
+
+
+def _grid(board: list[str], size: int) -> list[list[str]]:
+    """The cells of the board's row lines (``.`` for an empty one)."""
+    keep = set("123456789"[:size]) | {"."}
+    return [[x for x in line[2:] if x in keep] for line in board if line.startswith("r")]
+
+
+def _still_solves(printed: list[str], solution: list[str], board: list[str], size: int) -> bool:
+    """Whether placing ``printed`` on ``board`` solves it anyway: every solution triple is
+    there and any other one only repeats a given."""
+    grid = _grid(board, size)
+    extra = [t.split() for t in set(printed) - set(solution)]
+    return set(solution) <= set(printed) and all(grid[int(r) - 1][int(c) - 1] == v for r, c, v in extra)
+
+
+def _solver_prints(board: list[str], size: int) -> list[str] | None:
+    """What :func:`_sudoku_program`'s program prints for this board copy (the same steps in
+    Python, so a corruption is checked without running anything), or None when it raises.
+    Each empty cell gets the smallest digit absent from its row and its column: the solution
+    whenever no empty cell shares both its row and its column with other empty cells (always
+    so with two of them)."""
+    digits = set("123456789"[:size])
+    grid = _grid(board, size)
+    if len(grid) != size or any(len(row) != size for row in grid):
+        return None
+    printed = []
+    for r in range(size):
+        for c in range(size):
+            if grid[r][c] == ".":
+                left = digits - set(grid[r]) - {row[c] for row in grid}
+                if not left:
+                    return None
+                printed.append(f"{r + 1} {c + 1} {min(left)}")
+    return printed
+
+
+#: The sudoku tool's program after the board literal (``{digits}`` and ``{size}`` filled in).
+SUDOKU_SOLVER = (
+    "g=[[x for x in l[2:]if x in'.{digits}']for l in B.split('\\n')if'r'==l[0]]\n"
+    "print('; '.join(f'{{r+1}} {{c+1}} {{min({{*\"{digits}\"}}-{{*g[r]}}-{{m[c]for m in g}})}}'"
+    "for r in range({size})for c in range({size})if'.'==g[r][c]))"
+)
+
+
+def _sudoku_program(observation: str, size: int, rng: random.Random | None) -> tuple[str, list[str], bool] | None:
+    board = _board_rows(observation, size)
+    printed = _solver_prints(board, size) if board is not None else None
+    if board is None or printed is None:
+        return None
+    digits = "123456789"[:size]
+    corrupted = False
+    if rng is not None:
+        # A mis-copied cell (a digit changed, or a given copied as empty), one that makes the
+        # program print a wrong answer; in boards this constrained many make it raise instead (no
+        # digit left for a cell): the fallback when no wrong-printing one turns up.
+        raising = None
+        givens = [(r, i) for r, line in enumerate(board) if line.startswith("r")
+                  for i, ch in enumerate(line) if i >= 2 and ch in digits]
+        for _ in range(32):
+            r, i = rng.choice(givens)
+            line = board[r][:i] + rng.choice(digits.replace(board[r][i], "") + ".") + board[r][i + 1:]
+            changed = [*board[:r], line, *board[r + 1:]]
+            wrong = _solver_prints(changed, size)
+            if wrong is None:
+                raising = raising or changed
+            elif not _still_solves(wrong, printed, board, size):
+                board, printed, corrupted = changed, wrong, True
+                break
+        else:
+            if raising is not None:
+                board, printed, corrupted = raising, [], True
+    literal = "\n".join(board)
+    program = f"```python\nB='''{literal}'''\n{SUDOKU_SOLVER.format(digits=digits, size=size)}\n```"
+    return program, printed, corrupted
+
+
+_STEPS = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
+
+
+def _maze_rows(observation: str) -> list[str] | None:
+    """The grid lines the env shows after its ``Grid (...):`` line, or None."""
+    lines = observation.splitlines()
+    first = next((i + 1 for i, line in enumerate(lines) if line.startswith("Grid (")), None)
+    if first is None:
+        return None
+    rows = list(itertools.takewhile(lambda line: line and set(line) <= set(".#AG"), lines[first:]))
+    return rows or None
+
+
+def _bfs_prints(grid: list[str]) -> list[str] | None:
+    """The moves :func:`_maze_program`'s program prints for this grid copy (the same search in
+    Python, directions tried in the order U D L R), or None when it raises (no single ``A``
+    or ``G``, rows of unequal length, or no path)."""
+    cells = [(r, c, x) for r, row in enumerate(grid) for c, x in enumerate(row)]
+    walkers, goals = [(r, c) for r, c, x in cells if x == "A"], [(r, c) for r, c, x in cells if x == "G"]
+    if not walkers or not goals or len({len(row) for row in grid}) != 1:
+        return None
+    paths = {walkers[0]: ""}
+    queue = [walkers[0]]
+    for r, c in queue:
+        for d, (dr, dc) in _STEPS.items():
+            n = (r + dr, c + dc)
+            if 0 <= n[0] < len(grid) and 0 <= n[1] < len(grid[0]) and grid[n[0]][n[1]] != "#" and n not in paths:
+                paths[n] = paths[(r, c)] + d
+                queue.append(n)
+    return list(paths[goals[0]]) if goals[0] in paths else None
+
+
+def _walk_reaches_goal(grid: list[str], moves: list[str]) -> bool:
+    """Whether walking ``moves`` on ``grid`` enters the goal before a wall or the edge stops it."""
+    (r, c), = [(r, c) for r, row in enumerate(grid) for c, x in enumerate(row) if x == "A"]
+    for move in moves:
+        r, c = r + _STEPS[move][0], c + _STEPS[move][1]
+        if not (0 <= r < len(grid) and 0 <= c < len(grid[0])) or grid[r][c] == "#":
+            return False
+        if grid[r][c] == "G":
+            return True
+    return False
+
+
+#: The plan-path tool's program after the grid literal: a breadth-first search.
+MAZE_SOLVER = (
+    "R,C=len(G),len(G[0])\n"
+    "s=[(r,c)for r in range(R)for c in range(C)if G[r][c]=='A'][0]\n"
+    "P={s:''};Q=[s]\n"
+    "for r,c in Q:\n"
+    " for d,a,b in('U',-1,0),('D',1,0),('L',0,-1),('R',0,1):\n"
+    "  n=(r+a,c+b)\n"
+    "  if 0<=n[0]<R and 0<=n[1]<C and G[n[0]][n[1]]!='#'and n not in P:P[n]=P[(r,c)]+d;Q.append(n)\n"
+    "print('MOVES:',' '.join(P[[(r,c)for r in range(R)for c in range(C)if G[r][c]=='G'][0]]))"
+)
+
+
+def _maze_program(observation: str, size: int, rng: random.Random | None) -> tuple[str, list[str], bool] | None:
+    grid = _maze_rows(observation)
+    printed = _bfs_prints(grid) if grid is not None else None
+    if grid is None or printed is None:
+        return None
+    corrupted = False
+    if rng is not None:
+        # A mis-copied cell (a free cell copied as a wall or as the goal, a wall as free or as
+        # the goal): one whose shortest path misses the goal of the real maze; closing the only
+        # way makes the program raise, the fallback.
+        raising = None
+        cells = [(r, c) for r, row in enumerate(grid) for c, x in enumerate(row) if x in ".#"]
+        for _ in range(32):
+            r, c = rng.choice(cells)
+            copy = rng.choice(".#G".replace(grid[r][c], ""))
+            changed = [row.replace("G", ".") if copy == "G" else row for row in grid]
+            changed[r] = changed[r][:c] + copy + changed[r][c + 1:]
+            wrong = _bfs_prints(changed)
+            if wrong is None:
+                raising = raising or changed
+            elif not _walk_reaches_goal(grid, wrong):
+                grid, printed, corrupted = changed, wrong, True
+                break
+        else:
+            if raising is not None:
+                grid, printed, corrupted = raising, [], True
+    literal = "\n".join(grid)
+    return f"```python\nG='''{literal}'''.split()\n{MAZE_SOLVER}\n```", printed, corrupted
+
+
 #: Answer formats of the supported envs.
 ANSWERS: dict[str, AnswerFormat] = {
     "plan_path_v0": AnswerFormat(_parse_moves, _corrupt_moves, lambda m: "MOVES: " + " ".join(m),
-                                 lambda m: "MOVES: " + " ".join(m)),
+                                 lambda m: "MOVES: " + " ".join(m), _printed_moves, board_program=_maze_program),
     "sudoku_v0": AnswerFormat(_parse_triples, _corrupt_triples, lambda t: "; ".join(t),
-                              lambda t: "PLACE: " + "; ".join(t)),
+                              lambda t: "PLACE: " + "; ".join(t), _printed_triples,
+                              board_program=_sudoku_program),
 }
 
 
@@ -155,7 +367,9 @@ class ScriptedPartners(BaseWrapper):
     def __init__(self, env: AECEnv, env_id: str, roles: tuple[str, ...]) -> None:
         super().__init__(env)
         self.scripted = roles
-        self.partner = DemonstrationPolicy(env_id, 0.0, random.Random(0))
+        # the oracle's answer printed in one line: the partner is not trained, and a short
+        # program keeps the trained role's prompt short
+        self.partner = DemonstrationPolicy(env_id, 0.0, random.Random(0), solver_programs=False)
 
     def _play_scripted(self) -> None:
         env = self.env
@@ -197,12 +411,15 @@ def check_supported(env_id: str) -> AnswerFormat:
 
 
 class DemonstrationPolicy:
-    """The oracle with compact tool programs and injected mistakes, for one env."""
+    """The oracle with programs a small model can write, a planner that takes the tool's answer
+    over, and injected mistakes, for one env (see the module docstring)."""
 
-    def __init__(self, env_id: str, mistake_rate: float, rng: random.Random, size: int = 9) -> None:
+    def __init__(self, env_id: str, mistake_rate: float, rng: random.Random, size: int = 9, *,
+                 solver_programs: bool = True) -> None:
         if not 0.0 <= mistake_rate <= 1.0:
             raise ValueError(f"mistake_rate must be in [0, 1], got {mistake_rate}")
         self.format = check_supported(env_id)
+        self.solver_programs = solver_programs
         self.oracle = scripted_policy(env_id)
         self.mistake_rate = mistake_rate
         self.rng = rng
@@ -216,6 +433,22 @@ class DemonstrationPolicy:
         return items, False
 
     def act(self, role: str, observation: str, info: dict[str, Any]) -> tuple[str, bool]:
+        if role == "tool" and self.solver_programs and self.format.board_program is not None:
+            corrupt = self.rng.random() < self.mistake_rate
+            made = self.format.board_program(observation, self.size, self.rng if corrupt else None)
+            oracle = self.format.parse(self.oracle(observation, "planner", info))
+            if made is not None and (made[2] or sorted(made[1]) == sorted(oracle)):
+                return made[0], made[2]
+        if role != "tool":  # the planner takes over what the tool printed this turn, if anything
+            printed = tool_output_this_turn(observation)
+            items = self.format.parse_output(printed) if printed is not None else []
+            if items:
+                if self.rng.random() >= self.mistake_rate:
+                    return self.format.planner_reply(items), False
+                # a mistake of its own: the solution with one item changed (changing one item of
+                # a wrong copy could right it)
+                solution = self.format.parse(self.oracle(observation, "planner", info))
+                return self.format.planner_reply(self.format.corrupt(solution, self.rng, self.size)), True
         items, corrupted = self.answer(observation, info)
         if role == "tool":
             return compact_program(self.format.tool_output(items)), corrupted
@@ -276,3 +509,13 @@ def single_agent_demonstrations(env_id: str, env_kwargs: dict[str, Any], problem
     env.close()
     return demos
 
+
+
+def tool_output_this_turn(observation: str) -> str | None:
+    """What the tool's program printed this turn, as the env shows it to the next role (the
+    text after ``Program output:`` up to the next blank line), or None."""
+    turn = observation.rfind("This turn the tool agent wrote:")
+    start = observation.find("Program output:\n", turn) if turn >= 0 else -1
+    printed = observation[start + len("Program output:\n"):].split("\n\n", 1)[0] if start >= 0 else ""
+    printed = printed.split("Traceback (most recent call last):", 1)[0].strip()  # a failed program's error
+    return printed or None

@@ -11,10 +11,11 @@ turn-wise groups are what make it work. This runs the same comparison at a size 
 rerun:
 
 1. **One warm start per env** (:mod:`trainers.sft`): a byte-level Llama-style model
-   trained from scratch on the oracle's demonstrations of the train split with injected
-   mistakes (compact tool programs, brief role tags as system messages,
-   :mod:`trainers.demonstrations`), both views (every role, and the single-agent reply)
-   in one shared model, so every condition starts from the same weights.
+   (1.38M parameters) trained from scratch on the oracle's demonstrations of the train split
+   with injected mistakes (tool programs a small model can write, a planner that takes the
+   tool's answer over, brief role tags as system messages: :mod:`trainers.demonstrations`),
+   both views (every role, and the single-agent reply) in one shared model, so every
+   condition starts from the same weights.
 2. **Five conditions**, each from that warm start, at a matched budget (the same number of
    sampled completions; the run stops at the first step that reaches it), with the same
    optimiser, temperature, group size N and problems per step:
@@ -93,9 +94,13 @@ class EnvSetting:
     env_kwargs: dict[str, Any]
     sft_steps: int = 300
     """Warm-start optimiser steps (batch 16)."""
-    sft_lr: float = 3e-3
+    sft_lr: float = 1e-3
     """Peak learning rate of the warm start (cosine decay to a tenth of it)."""
-    sft_problems: int = 600
+    sft_continue: tuple[tuple[int, float], ...] = ()
+    """Further warm-start stages ``(steps, peak lr)`` on the same demonstrations, each from the
+    previous stage's weights (a model this size learns to copy only after several hundred
+    steps; a stage at a new peak lr is how the committed run got there)."""
+    sft_problems: int = 400
     """Train-split problems demonstrated."""
     mistake_rate: float = 0.3
     """Share of demonstrated answers that are corrupted (the warm policy is imperfect)."""
@@ -104,10 +109,11 @@ class EnvSetting:
     max_new_tokens_single: int = 96
     """Completion budget of the single-agent reply (every role's section)."""
     max_prompt_tokens: int = 512
-    """Prompt budget (bytes: the tokenizer is byte-level), in the warm start and in RL."""
-    budget: int = 2304
+    """Prompt budget (bytes: the tokenizer is byte-level), in the warm start and in RL; a
+    longer prompt loses the middle of its history (the board and the latest turn stay)."""
+    budget: int = 1024
     """Sampled completions per run (the matched budget)."""
-    eval_points: int = 1
+    eval_points: int = 0
     """Held-out evaluations during a run besides before and after."""
     scripted_roles: tuple[str, ...] = ()
     """Roles played by the oracle without mistakes instead of a trained policy
@@ -116,34 +122,40 @@ class EnvSetting:
     """Also demonstrate the single-agent view (needed when the single-agent condition runs)."""
     warm_dir: str | None = None
     """An existing warm start (a ``pettingllm sft`` output, shared regime) to use instead of
-    training one; its ``sft.json`` (and that of the model it was fine-tuned from) go into the results."""
+    training one; its ``sft.json`` (and those of the models it was fine-tuned from) go into the results."""
 
 
 @dataclass
 class ExperimentConfig:
-    """The whole experiment."""
+    """The whole experiment. The defaults are the committed run (``benchmarks/results/learning``)."""
 
     envs: list[EnvSetting] = field(default_factory=lambda: [
+        # The tool writes a short solver over a copy of the board (400 and 290 bytes) and the
+        # planner copies what it printed (trainers.demonstrations); its prompt shows the program.
         EnvSetting("plan_path_v0", {"rows": 3, "cols": 3, "min_distance": 2, "max_turns": 2},
-                   max_prompt_tokens=384),
-        EnvSetting("sudoku_v0", {"size": 4, "givens": 14, "max_turns": 2}, max_new_tokens=64,
-                   max_new_tokens_single=128, budget=1536),
+                   sft_continue=((300, 1e-3),), max_new_tokens=448, max_new_tokens_single=480,
+                   max_prompt_tokens=768, budget=512),
+        EnvSetting("sudoku_v0", {"size": 4, "givens": 14, "max_turns": 2}, sft_continue=((300, 3e-3), (300, 3e-3)),
+                   max_new_tokens=320, max_new_tokens_single=360, max_prompt_tokens=768, budget=512),
     ])
     conditions: tuple[Condition, ...] = CONDITIONS
     seeds: tuple[int, ...] = (0, 1, 2)
     n_samples: int = 8
     """N: the group size (completions per tree node, episodes per problem with ``independent``)."""
-    problems_per_step: int = 4
-    lr: float = 3e-4
-    """AdamW learning rate of the RL runs (a from-scratch model of this size; its warm start peaked at 3e-3)."""
+    problems_per_step: int = 2
+    """Problems per step: with two roles, two turns and N = 8, a step samples up to 64
+    completions, so the 512-completion budget is 8 updates or more."""
+    lr: float = 1e-4
+    """AdamW learning rate of the RL runs (a tenth of the warm start's peak: at 3e-4 and 1e-3
+    the quick check's held-out success fell in every seed)."""
     aggregation: str = "token_mean"
     """The PPO loss's token aggregation (``TrainConfig.aggregation``)."""
     eval_problems: int = 64
-    scratch_hidden_size: int = 64
-    """The from-scratch model: hidden 64, 2 layers (~110k parameters), the size this 2-core
-    machine can run 30 trainings of in an hour; a 128 x 4-layer model on 4x4 mazes warm-started
-    to only 2 % held-out success and took 3.5 minutes per run."""
-    scratch_layers: int = 2
+    scratch_hidden_size: int = 192
+    """The from-scratch model: hidden 192, 4 layers (1.38M parameters). A 64 x 2-layer model
+    (90k) never learned to copy the tool's answer, and a 128 x 4-layer one warm-started to only
+    2 % on 4x4 mazes."""
+    scratch_layers: int = 4
     work_dir: str = "runs/learning"
     """Warm starts and run directories (not committed)."""
     out_dir: str = "benchmarks/results/learning"
@@ -154,17 +166,18 @@ def quick_config(work_dir: str) -> ExperimentConfig:
     (:class:`trainers.demonstrations.ScriptedPartners`) and only the planner is warm-started and
     trained by AT-GRPO, three seeds. The planner's demonstrations take the tool's correct answer
     over, corrupted at 30 % of them, so the warm planner copies it only part of the time and
-    exact copying is what RL has to teach. The model is bigger than the full experiment's
-    (hidden 192, 4 layers, 1.4M parameters) and trained longer (200 steps at lr 1e-3): the
-    90k-parameter model and an earlier hidden-128 quick mode never learned to copy the tool's
-    ``MOVES:`` line (then RL has nothing to sharpen: held-out success fell in every seed tried,
-    learning rates 1e-4 to 1e-3), and this one after 100 steps at 50 % corruption had not yet
-    either (14 % warm, 8 % after). Measured: 48 % -> 70 % (benchmarks/README.md)."""
+    exact copying is what RL has to teach. The model is the full experiment's (1.38M
+    parameters), warm-started for 200 steps: the 90k-parameter model and an earlier hidden-128
+    quick mode never learned to copy the tool's ``MOVES:`` line (then RL has nothing to
+    sharpen: held-out success fell in every seed tried, learning rates 1e-4 to 1e-3), and this
+    one after 100 steps at 50 % corruption had not yet either (14 % warm, 8 % after).
+    Measured: 48 % -> 70 % (benchmarks/README.md)."""
     full = ExperimentConfig()
-    setting = replace(full.envs[0], eval_points=0, budget=768, scripted_roles=("tool",), mistake_rate=0.3,
-                      sft_steps=200, sft_lr=1e-3, sft_problems=400, single_agent_demonstrations=False)
-    return replace(full, envs=[setting], conditions=CONDITIONS[:1], scratch_hidden_size=192, scratch_layers=4,
-                   lr=1e-4, work_dir=work_dir, out_dir=str(Path(work_dir) / "results"))
+    setting = replace(full.envs[0], budget=768, scripted_roles=("tool",), sft_steps=200, sft_continue=(),
+                      max_new_tokens=48, max_new_tokens_single=96, max_prompt_tokens=384,
+                      single_agent_demonstrations=False)
+    return replace(full, envs=[setting], conditions=CONDITIONS[:1], problems_per_step=4, work_dir=work_dir,
+                   out_dir=str(Path(work_dir) / "results"))
 
 
 # ------------------------------------------------------------------ statistics (pure)
@@ -201,33 +214,49 @@ def improvement_beyond_noise(before: Sequence[float], after: Sequence[float]) ->
 # --------------------------------------------------------------------- running
 
 
+def _ancestry(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The summaries of the warm starts a warm start was fine-tuned from, latest first."""
+    chain, model = [], summary["config"]["model"]
+    while model and (Path(model) / "sft.json").is_file():
+        parent = json.loads((Path(model) / "sft.json").read_text())
+        chain.append({k: v for k, v in parent.items() if k != "loss_curve"})
+        model = parent["config"]["model"]
+    return chain
+
+
 def warm_start(setting: EnvSetting, cfg: ExperimentConfig, log: Any) -> tuple[Path, dict[str, Any]]:
-    """The env's warm start, trained once and reused by every condition and seed."""
+    """The env's warm start, trained once (each stage of ``sft_continue`` from the previous
+    one's weights) and reused by every condition and seed; a stage whose ``sft.json`` holds
+    the same config is reused, not retrained."""
     from trainers.sft import SFTConfig, train_sft
 
     if setting.warm_dir:
         out = Path(setting.warm_dir)
         summary = json.loads((out / "sft.json").read_text())
-        parent = Path(summary["config"]["model"]) / "sft.json" if summary["config"]["model"] else None
-        if parent is not None and parent.is_file():  # a warm start fine-tuned further from an earlier one
-            summary["continued_from"] = {k: v for k, v in json.loads(parent.read_text()).items() if k != "loss_curve"}
         print(f"[learning] using the warm start in {out}", file=log, flush=True)
-        return out, summary
+        return out, summary | {"continued_from": _ancestry(summary)}
     out = Path(cfg.work_dir) / f"warm_{setting.env}"
-    summary_file = out / "sft.json"
     sft = SFTConfig(env=setting.env, env_kwargs=setting.env_kwargs, train_problems=setting.sft_problems,
                     mistake_rate=setting.mistake_rate, steps=setting.sft_steps, lr=setting.sft_lr,
                     min_lr=setting.sft_lr / 10,
                     max_prompt_tokens=setting.max_prompt_tokens, scratch_hidden_size=cfg.scratch_hidden_size,
                     scratch_layers=cfg.scratch_layers, device="cpu", out_dir=str(out), overwrite=True,
                     scripted_roles=list(setting.scripted_roles), single_agent=setting.single_agent_demonstrations)
-    if summary_file.exists():
-        summary = json.loads(summary_file.read_text())
-        if summary["config"] == asdict(sft) | {"overwrite": True}:
-            print(f"[learning] reusing the warm start in {out}", file=log, flush=True)
-            return out, summary
-    print(f"[learning] warm start for {setting.env}: {setting.sft_steps} SFT steps", file=log, flush=True)
-    return out, train_sft(sft, log=log)
+    stages = [sft]
+    for k, (steps, lr) in enumerate(setting.sft_continue, start=1):
+        stage_out = f"{out}_cont{k if k > 1 else ''}"
+        stages.append(replace(stages[-1], model=stages[-1].out_dir, steps=steps, lr=lr, min_lr=lr / 10,
+                              out_dir=stage_out))
+    for stage in stages:
+        summary_file = Path(stage.out_dir) / "sft.json"
+        if summary_file.exists() and json.loads(summary_file.read_text())["config"] == asdict(stage):
+            print(f"[learning] reusing the warm start in {stage.out_dir}", file=log, flush=True)
+            summary = json.loads(summary_file.read_text())
+            continue
+        print(f"[learning] warm start for {setting.env}: {stage.steps} SFT steps at lr {stage.lr:g}"
+              f"{' from ' + stage.model if stage.model else ''}", file=log, flush=True)
+        summary = train_sft(stage, log=log)
+    return Path(stages[-1].out_dir), summary | {"continued_from": _ancestry(summary)}
 
 
 def make_trainer(setting: EnvSetting, condition: Condition, seed: int, warm: Path, cfg: ExperimentConfig,
