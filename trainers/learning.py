@@ -31,7 +31,7 @@ rerun:
    agent is GRPO per turn.
 3. **Held-out evaluation** (the trainer's :meth:`~trainers.train.Trainer.evaluate`): one
    sampled episode (temperature 1) on each of the first ``eval_problems`` test-split
-   problems, before training and at a few points of the budget. Reported per condition:
+   problems, before training, at ``eval_points`` points of the budget and at the end. Reported per condition:
    success before and after with 95 % Wilson intervals (all seeds' episodes pooled), the
    mean change over seeds with a t interval, the seed-to-seed spread, per-role returns,
    the degenerate-group fraction and the wall time.
@@ -135,7 +135,7 @@ class ExperimentConfig:
         EnvSetting("plan_path_v0", {"rows": 3, "cols": 3, "min_distance": 2, "max_turns": 2},
                    sft_continue=((300, 1e-3),), max_new_tokens=448, max_new_tokens_single=480,
                    max_prompt_tokens=768, budget=512),
-        EnvSetting("sudoku_v0", {"size": 4, "givens": 14, "max_turns": 2}, sft_continue=((300, 3e-3), (300, 3e-3)),
+        EnvSetting("sudoku_v0", {"size": 4, "givens": 14, "max_turns": 2}, sft_continue=((300, 3e-3),) * 3,
                    max_new_tokens=320, max_new_tokens_single=360, max_prompt_tokens=768, budget=512),
     ])
     conditions: tuple[Condition, ...] = CONDITIONS
