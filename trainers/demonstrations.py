@@ -136,6 +136,24 @@ def _printed_triples(printed: str) -> list[str]:
     return [t.strip() for t in printed.split(";")] if re.fullmatch(r"\d+ \d+ \d+(; \d+ \d+ \d+)*", printed) else []
 
 
+def _miscopied(board: list[str], printed: list[str], miscopy: Callable[[list[str]], list[str]],
+               prints: Callable[[list[str]], list[str] | None], solves: Callable[[list[str]], bool],
+               tries: int = 32) -> tuple[list[str], list[str], bool]:
+    """A tool's mistake: ``(copy, what the program prints, corrupted)`` for the first of up to
+    ``tries`` mis-copies of ``board`` whose program prints an answer that does not solve the
+    real board; else the first that makes it raise (printing nothing; in constrained boards most
+    mis-copies leave a cell no answer); else the clean copy."""
+    raising = None
+    for _ in range(tries):
+        changed = miscopy(board)
+        wrong = prints(changed)
+        if wrong is None:
+            raising = raising or changed
+        elif not solves(wrong):
+            return changed, wrong, True
+    return (raising, [], True) if raising is not None else (board, printed, False)
+
+
 def _board_rows(observation: str, size: int) -> list[str] | None:
     """The board as the env renders it (row lines ``rN  ...`` and the rule lines between
     them), or None when the observation has none."""
@@ -197,26 +215,17 @@ def _sudoku_program(observation: str, size: int, rng: random.Random | None) -> t
         return None
     digits = "123456789"[:size]
     corrupted = False
-    if rng is not None:
-        # A mis-copied cell (a digit changed, or a given copied as empty), one that makes the
-        # program print a wrong answer; in boards this constrained many make it raise instead (no
-        # digit left for a cell): the fallback when no wrong-printing one turns up.
-        raising = None
+    if rng is not None:  # a digit changed, or a given copied as empty
         givens = [(r, i) for r, line in enumerate(board) if line.startswith("r")
                   for i, ch in enumerate(line) if i >= 2 and ch in digits]
-        for _ in range(32):
+
+        def miscopy(board: list[str]) -> list[str]:
             r, i = rng.choice(givens)
             line = board[r][:i] + rng.choice(digits.replace(board[r][i], "") + ".") + board[r][i + 1:]
-            changed = [*board[:r], line, *board[r + 1:]]
-            wrong = _solver_prints(changed, size)
-            if wrong is None:
-                raising = raising or changed
-            elif not _still_solves(wrong, printed, board, size):
-                board, printed, corrupted = changed, wrong, True
-                break
-        else:
-            if raising is not None:
-                board, printed, corrupted = raising, [], True
+            return [*board[:r], line, *board[r + 1:]]
+
+        board, printed, corrupted = _miscopied(board, printed, miscopy, lambda copy: _solver_prints(copy, size),
+                                               lambda wrong: _still_solves(wrong, printed, board, size))
     literal = "\n".join(board)
     program = f"```python\nB='''{literal}'''\n{SUDOKU_SOLVER.format(digits=digits, size=size)}\n```"
     return program, printed, corrupted
@@ -285,26 +294,18 @@ def _maze_program(observation: str, size: int, rng: random.Random | None) -> tup
     if grid is None or printed is None:
         return None
     corrupted = False
-    if rng is not None:
-        # A mis-copied cell (a free cell copied as a wall or as the goal, a wall as free or as
-        # the goal): one whose shortest path misses the goal of the real maze; closing the only
-        # way makes the program raise, the fallback.
-        raising = None
+    if rng is not None:  # a free cell copied as a wall or as the goal, a wall as free or as the goal
         cells = [(r, c) for r, row in enumerate(grid) for c, x in enumerate(row) if x in ".#"]
-        for _ in range(32):
+
+        def miscopy(grid: list[str]) -> list[str]:
             r, c = rng.choice(cells)
-            copy = rng.choice(".#G".replace(grid[r][c], ""))
-            changed = [row.replace("G", ".") if copy == "G" else row for row in grid]
-            changed[r] = changed[r][:c] + copy + changed[r][c + 1:]
-            wrong = _bfs_prints(changed)
-            if wrong is None:
-                raising = raising or changed
-            elif not _walk_reaches_goal(grid, wrong):
-                grid, printed, corrupted = changed, wrong, True
-                break
-        else:
-            if raising is not None:
-                grid, printed, corrupted = raising, [], True
+            cell = rng.choice(".#G".replace(grid[r][c], ""))
+            changed = [row.replace("G", ".") if cell == "G" else row for row in grid]
+            changed[r] = changed[r][:c] + cell + changed[r][c + 1:]
+            return changed
+
+        grid, printed, corrupted = _miscopied(grid, printed, miscopy, _bfs_prints,
+                                              lambda wrong: _walk_reaches_goal(grid, wrong))
     literal = "\n".join(grid)
     return f"```python\nG='''{literal}'''.split()\n{MAZE_SOLVER}\n```", printed, corrupted
 
