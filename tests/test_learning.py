@@ -274,3 +274,27 @@ def test_warm_start_stages_chain_and_are_reused(tmp_path):
     again = io.StringIO()
     assert warm_start(setting, cfg, again)[0] == out
     assert again.getvalue().count("reusing") == 2 and "SFT steps" not in again.getvalue()
+
+
+def test_combine_merges_conditions_of_one_env_run_in_separate_processes(tmp_path):
+    import json
+
+    from trainers.learning import combine, summarize
+
+    def part(conditions: list[str], warm_lr: float = 1e-3) -> dict:
+        run = {"before": 0.25, "after": 0.5, "returns_before": {"planner": 0.0}, "returns_after": {"planner": 1.0},
+               "degenerate_frac": 0.1, "completions": 64, "completion_tokens": 640, "seconds": 1.0,
+               "train_reward_first": 0.0, "train_reward_last": 1.0,
+               "curve": [{"completions": 0, "success": 0.25}, {"completions": 64, "success": 0.5}]}
+        return {"config": {}, "seconds_total": 2.0, "envs": {"plan_path_v0": {
+            "warm_start": {"config": {"lr": warm_lr}},
+            "conditions": {name: {"runs": [run, run], "summary": summarize([run, run], 64)} for name in conditions}}}}
+
+    for name, conditions in (("a", ["at_grpo_per_role"]), ("b", ["pooled_groups", "independent"])):
+        (tmp_path / f"{name}.json").write_text(json.dumps(part(conditions)))
+    merged = combine([tmp_path / "a.json", tmp_path / "b.json"], tmp_path / "out")
+    assert list(merged["envs"]["plan_path_v0"]["conditions"]) == ["at_grpo_per_role", "pooled_groups", "independent"]
+    assert merged["seconds_total"] == 4.0 and (tmp_path / "out" / "learning.png").exists()
+    (tmp_path / "c.json").write_text(json.dumps(part(["single_agent"], warm_lr=3e-3)))
+    with pytest.raises(ValueError, match="another warm start"):
+        combine([tmp_path / "a.json", tmp_path / "c.json"], tmp_path / "out2")

@@ -380,11 +380,15 @@ def run_experiment(cfg: ExperimentConfig, log: Any = sys.stderr) -> dict[str, An
 
 def combine(paths: Sequence[str | Path], out_dir: str | Path) -> dict[str, Any]:
     """One ``learning.json``/``.md``/``.png`` from the results of runs made in separate
-    processes (one per env), written to ``out_dir``."""
+    processes (per env, or per group of conditions of an env), written to ``out_dir``."""
     merged: dict[str, Any] = {"envs": {}, "parts": [], "seconds_total": 0.0}
     for path in paths:
         part = json.loads(Path(path).read_text())
-        merged["envs"].update(part["envs"])
+        for env_id, env_result in part["envs"].items():
+            target = merged["envs"].setdefault(env_id, {**env_result, "conditions": {}})
+            if target["warm_start"]["config"] != env_result["warm_start"]["config"]:
+                raise ValueError(f"{path}: {env_id} was trained from another warm start than an earlier part's")
+            target["conditions"].update(env_result["conditions"])
         merged["parts"].append({"file": str(path), "config": part["config"], "seconds_total": part["seconds_total"]})
         merged["seconds_total"] += part["seconds_total"]
     out = Path(out_dir)
