@@ -237,8 +237,11 @@ def test_play_stops_at_end_of_input():
 
 
 def test_ctrl_c_in_play_is_one_line():
+    # a shell starting pytest in the background leaves SIGINT ignored, and children inherit that:
+    # restore the default so the signal is the Ctrl-C of a terminal
     proc = subprocess.Popen([sys.executable, "-m", "pettingllm_envs", "play", "plan_path_v0"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout is not None
     while True:  # wait until it reads the person's move
         line = proc.stdout.readline()

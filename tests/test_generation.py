@@ -402,7 +402,9 @@ def test_pettingllm_serve_runs_as_a_command(tiny_model_dir):
 
     proc = subprocess.Popen([sys.executable, "-m", "pettingllm_envs", "serve", str(tiny_model_dir), "--port", "0",
                              "--served-model-name", "tiny", "--max-new-tokens", "4"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # a background shell leaves SIGINT ignored: restore a terminal's Ctrl-C
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = proc.stderr.readline()
         while line and "[serve]" not in line:
