@@ -58,6 +58,7 @@ except ImportError:  # older caches are lists of tensors: reserve_cache leaves t
     DynamicLayer = object
 
 from trainers.config import TrainConfig
+from trainers.generation.chat_tokens import encode_chat, encode_plain
 from trainers.generation.protocol import Generation, check_seeds
 
 #: The name of the model's KV-cache argument and output field: transformers 5 renamed it from
@@ -419,8 +420,9 @@ class PolicySet:
         # base models without a template: a plain transcript
         return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
 
-    def _token_ids(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+    def _encode(self, messages: Sequence[dict[str, str]]) -> tuple[str, list[int]]:
+        """Text and ids of the rendered prompt: control tokens only where the template put them."""
+        return encode_chat(self.tokenizer, messages, self.render)
 
     def encode_prompt(self, messages: Sequence[dict[str, str]]) -> PromptEncoding:
         """Chat-template the messages (with the generation prompt) into at most
@@ -435,10 +437,10 @@ class PolicySet:
         Whole messages go as exchanges (up to the next message in the role the history opened
         with), so templates that demand alternating roles still render. Only if the system
         message alone does not fit are the middle tokens of the rendered prompt cut (the
-        marker in their place). ``truncated`` says whether anything was cut."""
+        marker in their place). ``truncated`` says whether anything was cut. A message's content
+        never becomes a control token (:mod:`trainers.generation.chat_tokens`)."""
         budget = self.config.max_prompt_tokens
-        text = self.render(messages)
-        ids = self._token_ids(text)
+        text, ids = self._encode(messages)
         if len(ids) <= budget:
             return PromptEncoding(text, ids, False)
         kept = list(messages)
@@ -450,12 +452,11 @@ class PolicySet:
             del kept[head]
             while len(kept) > head + 1 and kept[head].get("role") != opening_role:
                 del kept[head]
-            text = self.render(kept)
-            ids = self._token_ids(text)
+            text, ids = self._encode(kept)
         if len(ids) > budget and len(kept) > head:
             last = dict(kept[-1])
-            content = self._token_ids(last["content"])
-            overflow = len(ids) - budget + len(self._token_ids(TRUNCATION_MARKER))
+            content = encode_plain(self.tokenizer, last["content"])
+            overflow = len(ids) - budget + len(encode_plain(self.tokenizer, TRUNCATION_MARKER))
             for _ in range(4):  # re-tokenising the joined text can shift a few tokens: shrink and retry
                 keep = len(content) - overflow
                 if keep <= 0:
@@ -463,13 +464,12 @@ class PolicySet:
                 front = self.tokenizer.decode(content[:keep - keep // 2])
                 back = self.tokenizer.decode(content[len(content) - keep // 2:]) if keep // 2 else ""
                 last["content"] = front + TRUNCATION_MARKER + back
-                text = self.render([*kept[:-1], last])
-                ids = self._token_ids(text)
+                text, ids = self._encode([*kept[:-1], last])
                 if len(ids) <= budget:
                     break
                 overflow += len(ids) - budget
         if len(ids) > budget:  # the system message alone is too long: keep both ends of the tokens
-            marker = self._token_ids(TRUNCATION_MARKER)
+            marker = encode_plain(self.tokenizer, TRUNCATION_MARKER)
             if len(marker) >= budget:  # no room for the note in a budget this small
                 marker = []
             room = budget - len(marker)

@@ -3,7 +3,8 @@
 
 Every completion is one ``POST {base_url}/completions`` request whose ``prompt`` is the
 trainer's token ids (chat-templated and truncated by the trainer, so the server sees exactly
-what the in-process backend would), with ``n=1`` and the completion's own ``seed``; at most
+what the in-process backend would, and never text in which it could parse a message's
+special-token strings as control tokens), with ``n=1`` and the completion's own ``seed``; at most
 ``concurrency`` requests are in flight, and retries go through the env package's client
 (:func:`pettingllm_envs.evaluation.openai_policy.post_json`), which a seed makes idempotent.
 A server that honours seeds (vLLM, ``pettingllm serve``) gives the same completion for the
@@ -15,7 +16,8 @@ What comes back, and what is made of it:
   ``return_token_ids``) or the ``logprobs.tokens`` spelled ``token_id:<id>`` (vLLM's
   ``return_tokens_as_token_ids``; ``pettingllm serve`` answers both);
 * otherwise the text, re-tokenized with the trainer's tokenizer (the ids the policy would
-  have had to emit to write it; the update scores those) and cut to the completion budget
+  have had to emit to write it, so a special-token string in it stays text tokens,
+  :func:`~trainers.generation.chat_tokens.encode_plain`; the update scores those) and cut to the completion budget
   (another tokenizer's text can take more of ours), and no log-probs; the env then gets the
   decoded ids, so the action and the trained tokens always agree;
 * per-token log-probs (``logprobs.token_logprobs``, requested with ``logprobs: 1``) when
@@ -51,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pettingllm_envs.evaluation.openai_policy import EndpointError, post_json
+from trainers.generation.chat_tokens import encode_plain
 from trainers.generation.protocol import Generation, LogprobSource, check_seeds
 
 if TYPE_CHECKING:
@@ -163,8 +166,10 @@ class OpenAIGenerator:
         return generator
 
     def _tokenize(self, text: str) -> list[int]:
+        """A text-only answer's ids: a control string in it was written with text tokens (the
+        server's decoding drops real special tokens), so it must not turn into a control token."""
         with self._tokenizer_lock:
-            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            return encode_plain(self.tokenizer, text)
 
     def _complete(self, prompt: Sequence[int], seed: int | None) -> Generation:
         url = f"{self.base_url}/completions"

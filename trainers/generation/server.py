@@ -11,7 +11,9 @@ Endpoints (``/v1``):
 
 * ``GET /v1/models``: the one model, under ``--served-model-name`` (default: MODEL_DIR as given,
   as ``vllm serve`` names it).
-* ``POST /v1/completions``: ``prompt`` is text, token ids, or a list of either; ``n``,
+* ``POST /v1/completions``: ``prompt`` is text, token ids, or a list of either (text is the
+  client's whole rendered prompt: its special-token strings become control tokens, as in
+  vLLM; a client quoting untrusted text sends token ids or messages); ``n``,
   ``max_tokens`` (default 16, at most ``--max-new-tokens``), ``temperature`` (default 1; 0 is
   greedy), ``seed``, ``logprobs`` (the sampled token's log-prob after temperature scaling;
   ``top_logprobs`` are not computed and come back null), and vLLM's ``return_token_ids`` and
@@ -20,7 +22,8 @@ Endpoints (``/v1``):
   ``stop_token_ids`` must be a subset of those, and ``stop`` strings are refused (400), since
   neither could be honoured.
 * ``POST /v1/chat/completions``: ``messages`` chat-templated as the trainer renders prompts
-  (over-long ones lose the middle of their history, like the trainer's).
+  (over-long ones lose the middle of their history, like the trainer's; a special-token string
+  inside a message stays text, :mod:`trainers.generation.chat_tokens`).
 
 Seeds: completion ``i`` of a request with ``seed`` s draws from seed s for ``i = 0`` and from
 ``derive_seed(s, i)`` after, and a request without a seed gets a random one; a completion
@@ -225,6 +228,8 @@ class PolicyServer:
                 not set(stops) <= set(self.policies.eos_ids)):
             raise RequestError(f"'stop_token_ids' must be a subset of the model's stop ids {self.policies.eos_ids}, "
                                f"got {stops!r}")
+        if "model" not in body:
+            raise RequestError(f"the request has no 'model'; this server serves {self.model_name!r}")
         if body.get("model") != self.model_name:
             raise RequestError(f"model {body.get('model')!r} is not served here; this server serves "
                                f"{self.model_name!r}", status=404)
@@ -406,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from trainers.policy import PolicySet
 
     args = build_parser().parse_args(argv)
-    check_model(args.model)
+    check_model(args.model, option="MODEL")  # the positional argument, not an option
     for option, value in (("--max-new-tokens", args.max_new_tokens), ("--max-prompt-tokens", args.max_prompt_tokens),
                           ("--max-batch", args.max_batch)):
         check_at_least(option, value, 1)

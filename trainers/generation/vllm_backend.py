@@ -21,6 +21,10 @@ id in ``stop_token_ids`` (the union of the tokenizer's eos and the generation co
 ids that the trainer's :class:`~trainers.policy.PolicySet` stops on), so every backend ends a
 completion at the same tokens.
 
+Prompts reach the engine as token ids (``prompt_token_ids``, from
+:meth:`trainers.policy.PolicySet.encode_prompt`), never as text that vLLM would tokenize
+itself, parsing special-token strings inside messages (:mod:`trainers.generation.chat_tokens`).
+
 LoRA: a checkpoint of a LoRA run holds adapters only, which vLLM cannot load as a model, so
 the engine starts from the base model and the trainer pushes the merged weights before the
 first rollout (:func:`engine_init_path`).
