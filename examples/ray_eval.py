@@ -41,7 +41,7 @@ def main() -> None:
             line = f"{env_id}: {len(episodes)} episodes on Ray in {seconds:.2f}s, success {success:.2f}"
             if not args.no_check and args.policy == "scripted":
                 start = time.perf_counter()
-                policy = build_policy("scripted", env_id, "multi", 1024, 0)
+                policy, _usage = build_policy("scripted", env_id, "multi", 1024, 0)
                 local = [play_episode(make(env_id, split="test"), policy, seed=s) for s in range(args.episodes)]
                 same = all((r.actions, r.rewards, r.final_infos) == (lo.actions, lo.rewards, lo.final_infos)
                            for r, lo in zip(episodes, local, strict=True))

@@ -40,6 +40,12 @@ class Episode:
 
     @property
     def turns(self) -> int:
+        """Turns played, the last one counted even when the episode ended before every role acted
+        in it (a game won by the first mover's move): one more than the turn of the last action.
+        Envs that report no actions in ``infos`` count their ``turn`` (the turns completed)."""
+        acted = [info["last_action"]["turn"] for info in self.final_infos.values() if info.get("last_action")]
+        if acted:
+            return max(acted) + 1
         return max((info.get("turn", 0) for info in self.final_infos.values()), default=0)
 
 

@@ -20,6 +20,7 @@ from pettingllm_envs.cli import build_parser, main
 from pettingllm_envs.cli.errors import DefaultsHelpFormatter, UsageError
 from pettingllm_envs.cli.play import read_move
 from pettingllm_envs.cli.plugins import command_parser, discover
+from pettingllm_envs.extras import wheel_name
 from pettingllm_envs.policies import scripted_policy
 from pettingllm_envs.progress import PlainBar
 
@@ -47,7 +48,8 @@ def test_list_shows_every_env_with_roles_and_capabilities(capsys):
     out = capsys.readouterr().out
     rows = {line.split()[0]: [cell.strip() for cell in line.split("  ") if cell.strip()]
             for line in out.splitlines()[2:-1]}
-    assert rows["plan_path_v0"][1:3] == ["tool, planner", "-"]
+    assert rows["plan_path_v0"][1:3] == ["tool, planner", "demonstrations"]
+    assert rows["tictactoe_v0"][2] == "-"  # an env that declares none
     assert rows["math_v0"][2] == "voting"
     assert out.splitlines()[-1].startswith("capabilities (declared by the env") and "voting: self-consistency" in out
 
@@ -421,7 +423,8 @@ def test_a_trainer_command_without_the_train_extra_says_which_extra(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("pettingllm: error: this command needs torch, which comes with the train extra: "
-                                   "pip install 'pettingllm-envs[train]'")
+                                   "pip install -e '.[train]' in a checkout, or pip install "
+                                   f"'{wheel_name()}[train]' next to the wheel")
 
 
 def test_the_env_only_install_runs_without_tqdm_and_pyyaml():

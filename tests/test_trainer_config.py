@@ -62,10 +62,13 @@ def test_the_listed_bad_values_are_refused_with_one_clear_line(tmp_path, field, 
 
 
 def test_bad_values_from_the_command_line_and_yaml_give_the_same_error(tmp_path):
-    with pytest.raises(ConfigError, match=r"'max_grad_norm': got '-1'.*> 0"):
+    # The number typed on the command line is the number in the message, as from YAML (not '-1' (str)).
+    with pytest.raises(ConfigError, match=r"^config field 'max_grad_norm': got -1; allowed: > 0"):
         load_config(["--model", "m", "--max-grad-norm", "-1"])
-    with pytest.raises(ConfigError, match=r"'max_grad_norm': got -1.*> 0"):
+    with pytest.raises(ConfigError, match=r"^config field 'max_grad_norm': got -1; allowed: > 0"):
         load_config(["--config", write(tmp_path, "model: m\nmax_grad_norm: -1\n")])
+    with pytest.raises(ConfigError, match=r"^config field 'steps': got -1; allowed: >= 0$"):
+        load_config(["--model", "m", "--steps", "-1"])
     with pytest.raises(ConfigError, match=r"'rollout': got 'bfs'.*tree, independent"):
         load_config(["--model", "m", "--rollout", "bfs"])
     with pytest.raises(ConfigError, match="YAML mapping"):

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from pettingllm_envs.cli.errors import ArgumentParser, UsageError
 from pettingllm_envs.cli.plugins import Command, require
+from pettingllm_envs.extras import extra_hint
 
 #: Where the trainer's libraries come from, for the one-line error when one is missing.
-TRAIN_EXTRA = "the train extra: pip install 'pettingllm-envs[train]'"
+TRAIN_EXTRA = extra_hint("train")
 #: What the model commands import before they run.
 MODEL_LIBRARIES = ("torch", "transformers")
 

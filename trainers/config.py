@@ -417,6 +417,13 @@ def _fail(name: str, value: Any, allowed: str) -> ConfigError:
     return ConfigError(f"config field {name!r}: got {value!r} ({type(value).__name__}); allowed: {allowed}")
 
 
+def _out_of_range(name: str, value: Any, allowed: str) -> ConfigError:
+    """A number outside its range, shown as written: ``--steps -1`` and ``steps: -1`` both read
+    "got -1" (the command line's text is a number, not the string '-1')."""
+    shown = value.strip() if isinstance(value, str) else repr(value)
+    return ConfigError(f"config field {name!r}: got {shown}; allowed: {allowed}")
+
+
 def _as_bool(name: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -487,7 +494,7 @@ def check_field(name: str, value: Any, cls: type = TrainConfig) -> Any:
             raise TypeError(f"numeric field {name!r} has no entry in {cls.__name__}.bounds")
         bound = cls.bounds[name]
         if number not in bound:
-            raise _fail(name, value, bound.describe(integer=tp is int))
+            raise _out_of_range(name, value, bound.describe(integer=tp is int))
         return number
     if tp is str:
         if not isinstance(value, str):

@@ -29,7 +29,7 @@ import torch
 import pettingllm_envs
 from pettingllm_envs.cli.checks import check_env_config, check_model
 from trainers.advantages import group_advantages, group_key
-from trainers.config import ConfigError, TrainConfig, load_config
+from trainers.config import ConfigError, TrainConfig
 from trainers.evaluation import evaluation_metrics
 from trainers.generation import Generation, Generator, build_generator
 from trainers.metrics import action_reward_metrics, group_metrics, update_metrics
@@ -43,6 +43,7 @@ from trainers.rollout import (
     drive_tree,
     independent_rollout,
 )
+from trainers.run_history import check_resume, load_run_config, record_start
 from trainers.seeding import RequestSeeds, derive_seed, isolated_rng, rng_state, seed_everything, set_rng_state
 from trainers.update import UpdateSettings, UpdateStats, ppo_update
 
@@ -125,6 +126,7 @@ class Trainer:
         self.config = config
         self.run_dir = Path(config.run_dir)
         check_run_dir(self.run_dir, config)  # before any work; the dir itself is made once setup succeeded
+        changed_on_resume = check_resume(config)
         probe = self.make_env()
         self.roles = list(probe.possible_agents)
         probe.close()
@@ -150,7 +152,7 @@ class Trainer:
             self.request_seeds.load_state_dict(json.loads((checkpoint / "state.json").read_text())["request_seeds"])
         self.generator = self.make_generator(checkpoint)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2))
+        record_start(config, self.step, changed_on_resume)
         self.tensorboard = self._tensorboard()
 
     # ------------------------------------------------------------------ setup
@@ -291,7 +293,8 @@ class Trainer:
                         "step": self.step, "problem_id": s.problem, "branch": s.branch, "agent": s.agent,
                         "turn": s.turn, "group": s.group, "prompt": decode(s.completion.prompt_ids),
                         "completion": s.text, "reward": s.reward, "reward_global": s.reward_global,
-                        "reward_local": s.reward_local, "advantage": s.advantage, "degenerate": s.degenerate,
+                        "reward_local": s.reward_local, "reward_later": s.reward_later, "advantage": s.advantage,
+                        "degenerate": s.degenerate,
                         "selected": s.selected, "policy": self.policies.role_to_policy[s.agent],
                         "prompt_truncated": s.prompt_truncated,
                     }) + "\n")
@@ -370,10 +373,23 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``pettingllm train [--config FILE.yaml] [--field VALUE ...]``."""
-    config = load_config(argv)
+    config = load_run_config(argv)
     check_env_config(config.env, config.env_kwargs)
     check_model(config.model)
     return run(Trainer(config), "train")
+
+
+def interruption_note(trainer: Trainer, command: str) -> str:
+    """What an interrupted run kept and how to continue it: the step its last checkpoint holds
+    (the steps after it are run again on resume) and the command that resumes it."""
+    checkpoint = trainer.latest_checkpoint()
+    if checkpoint is None:
+        kept = "no checkpoint was written yet, so a resumed run starts at step 0"
+    else:
+        step = json.loads((checkpoint / "state.json").read_text())["step"]
+        kept = f"the last checkpoint holds step {step} ({checkpoint})"
+    return (f"interrupted in step {trainer.step + 1} of {trainer.config.steps}; {kept}; continue with: "
+            f"pettingllm {command} --run-dir {trainer.run_dir} --resume")
 
 
 def run(trainer: Trainer, command: str, layout: str = "") -> int:
@@ -381,7 +397,11 @@ def run(trainer: Trainer, command: str, layout: str = "") -> int:
     what the first line adds, e.g. where the distributed trainer's actors are)."""
     print(f"[{command}] env={trainer.config.env} roles={trainer.roles} {trainer.policies.describe()} {layout}"
           f"run_dir={trainer.run_dir} from step {trainer.step}", file=sys.stderr)
-    history = trainer.train()
+    try:
+        history = trainer.train()
+    except KeyboardInterrupt:
+        print(f"[{command}] {interruption_note(trainer, command)}", file=sys.stderr)
+        raise  # the command line reports it and exits with status 130
     if history:
         last = history[-1]
         success = " ".join(f"{k}={v}" for k, v in progress_success(last).items())

@@ -34,7 +34,6 @@ from pettingzoo import AECEnv
 
 from pettingllm_envs.cli.checks import check_env_config, check_model
 from trainers.config import build_parser as config_parser
-from trainers.config import load_config
 from trainers.generation import Generator
 from trainers.policy import KV_CACHE_FIELD, Generation, PolicySet, left_pad, positions_from_mask
 from trainers.rollout import (
@@ -44,9 +43,11 @@ from trainers.rollout import (
     Sampler,
     acting_reward,
     agent_prompt,
+    bystander_credit,
     episode_success,
 )
-from trainers.train import METRICS, Trainer
+from trainers.run_history import load_run_config
+from trainers.train import METRICS, Trainer, interruption_note
 
 
 @dataclass
@@ -135,6 +136,8 @@ def first_turn_rollout(
             reward, reward_global, reward_local = acting_reward(branch, agent)
             result.samples.append(Sample(p, i, agent, 0, messages, completion, reward, reward_global, reward_local,
                                          selected=True))
+            for role, amount in bystander_credit(branch, agent).items():  # the others have not acted yet
+                result.credit_later(None, role, amount)
             result.successes.append(episode_success(branch))
     result.seconds_env += time.perf_counter() - start
     return result
@@ -240,13 +243,17 @@ def build_parser(prog: str = "pettingllm train-variants") -> argparse.ArgumentPa
 def main(argv: Sequence[str] | None = None) -> int:
     """``pettingllm train-variants [--field VALUE ...]``: the prompt-conditioned trainer
     (``--prompt-variants '[]'`` for the temperature-only baseline)."""
-    config = load_config(argv, prog="pettingllm train-variants", description=DESCRIPTION)
+    config = load_run_config(argv, prog="pettingllm train-variants", description=DESCRIPTION)
     check_env_config(config.env, config.env_kwargs)
     check_model(config.model)
     trainer = PromptConditionedTrainer(config)
     print(f"[train-variants] env={config.env} variants={config.prompt_variants} G={config.n_samples} "
           f"run_dir={trainer.run_dir}", file=sys.stderr)
-    history = trainer.train()
+    try:
+        history = trainer.train()
+    except KeyboardInterrupt:
+        print(f"[train-variants] {interruption_note(trainer, 'train-variants')}", file=sys.stderr)
+        raise
     if history:
         last = history[-1]
         print(f"[train-variants] step {last['step']}: reward/mean={last['reward/mean']:.4f} "

@@ -271,3 +271,10 @@ SINGLE_PLAYER: frozenset[str] = frozenset({
     "PegJump-v0", "RushHour-v0", "Secretary-v0", "Set-v0", "Slitherlink-v0", "Sokoban-v0", "Sudoku-v0",
     "ThreeCardMonte-v0", "TowerOfHanoi-v0",
 })
+
+
+def game_id(name: str) -> str:
+    """TextArena's id of ``name``: the docs write games without the version (``ConnectFour``),
+    TextArena's registry with it (``ConnectFour-v0``); any other name is returned as given."""
+    versioned = f"{name}-v0"
+    return versioned if versioned in GAMES or versioned in UNAVAILABLE or versioned in SINGLE_PLAYER else name

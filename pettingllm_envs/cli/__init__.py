@@ -34,9 +34,10 @@ from pettingllm_envs.cli.output import format_table
 from pettingllm_envs.cli.plugins import add_plugin_commands
 from pettingllm_envs.core.instances import SPLITS
 from pettingllm_envs.episodes import Episode, play_episode
+from pettingllm_envs.extras import extra_hint
 from pettingllm_envs.policies import NAMED_POLICIES
 from pettingllm_envs.progress import progress_bar
-from pettingllm_envs.registry import list_envs, make
+from pettingllm_envs.registry import list_envs, make, missing_optional_envs
 
 __all__ = ["UsageError", "build_parser", "format_table", "main"]
 
@@ -54,6 +55,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     legend = "capabilities (declared by the env for tools beyond the AEC API): " + "; ".join(
         f"{kind.attribute}: {kind.purpose}" for kind in Capability.__subclasses__())
     print(format_table(["env", "roles (turn order)", "capabilities", "description"], rows, legend=legend))
+    for env_id, extra in sorted(missing_optional_envs().items()):
+        print(f"not installed: {env_id}, which needs {extra_hint(extra)}")
     return 0
 
 

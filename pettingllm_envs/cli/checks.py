@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from pettingllm_envs.cli.errors import UsageError, did_you_mean
-from pettingllm_envs.registry import env_module, list_envs, make
+from pettingllm_envs.extras import extra_hint
+from pettingllm_envs.registry import env_module, list_envs, make, missing_optional_envs
 
 #: What a Hugging Face hub id looks like (``namespace/name``); anything else is a local path.
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -27,6 +28,9 @@ ENV_KWARGS_HELP = ("env config as a JSON object, e.g. '{\"max_turns\": 2}' (YAML
 def check_env_id(env_id: str) -> None:
     """``env_id`` is registered."""
     known = list_envs()
+    missing = missing_optional_envs()
+    if env_id in missing:
+        raise UsageError(f"{env_id} is not installed: it needs {extra_hint(missing[env_id])}")
     if env_id not in known:
         raise UsageError(f"unknown env {env_id!r}{did_you_mean(env_id, known)} (known: {', '.join(known)})")
 

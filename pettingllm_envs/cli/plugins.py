@@ -59,7 +59,8 @@ class Command:
     needs: tuple[str, ...] = ()
     """Modules imported before ``main``: a missing one is a one-line error naming ``needs_hint``."""
     needs_hint: str = ""
-    """Where ``needs`` come from, e.g. ``the train extra: pip install 'pettingllm-envs[train]'``."""
+    """Where ``needs`` come from, e.g. ``the train extra: pip install -e '.[train]' ...``
+    (:func:`pettingllm_envs.extras.extra_hint` words it)."""
     loads_models: bool = False
     """Silence Hugging Face's progress bars and warnings before running (commands that load models)."""
     user_errors: tuple[str, ...] = ()

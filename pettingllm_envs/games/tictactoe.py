@@ -274,7 +274,9 @@ class raw_env(TextAECEnv[Opening]):
         return "\n".join(parts)
 
     def render_state(self) -> str:
-        return f"{self.board_text()}\nturn {self.turn}, winner {winner(self.board) or '-'}"
+        # Numbered from 1 as in the players' prompts ("Turn 1 of 5"): the turn of the last move.
+        when = f"after turn {self.history[-1].turn + 1}" if self.history else "before turn 1"
+        return f"{self.board_text()}\n{when} of {self.config.max_turns}, winner {winner(self.board) or '-'}"
 
 
 def describe_board(board: str) -> str:

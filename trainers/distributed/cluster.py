@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pettingllm_envs.extras import extra_hint
 from trainers.distributed.config import DistributedConfig
 
 
@@ -25,7 +26,7 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError as error:  # pragma: no cover - depends on the install
-        raise ImportError("distributed training needs Ray: pip install 'pettingllm-envs[ray]'") from error
+        raise ImportError(f"distributed training needs Ray, {extra_hint('ray')}") from error
     return ray
 
 

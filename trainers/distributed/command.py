@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from pettingllm_envs.cli.plugins import Command
-from trainers.commands import MODEL_LIBRARIES, TRAIN_EXTRA
+from pettingllm_envs.extras import extra_hint
+from trainers.commands import MODEL_LIBRARIES
 
 PROG = "pettingllm train-ray"
 DESCRIPTION = ("Train LLM policies with AT-GRPO on Ray actors: rollout workers, generation engines and "
@@ -57,15 +58,15 @@ def parse(argv: Sequence[str]) -> tuple[Any, Any]:
     """The run's validated :class:`~trainers.config.TrainConfig` and
     :class:`~trainers.distributed.config.DistributedConfig`."""
     from pettingllm_envs.cli.errors import ArgumentParser
-    from trainers.config import load_config
     from trainers.distributed.config import distributed_config
+    from trainers.run_history import load_run_config
 
     layout_parser = ArgumentParser(prog=PROG, add_help=False)
     add_distributed_options(layout_parser)
     layout, rest = layout_parser.parse_known_args(list(argv))
     if "-h" in rest or "--help" in rest:
         build_train_ray_parser().parse_args(["--help"])
-    config = load_config(rest, prog=PROG, description=DESCRIPTION)
+    config = load_run_config(rest, prog=PROG, description=DESCRIPTION)
     overrides = {key.removeprefix("distributed."): value for key, value in vars(layout).items()
                  if key.startswith("distributed.")}
     return config, distributed_config(overrides, file=getattr(layout, "distributed_file", None), prog=PROG)
@@ -91,6 +92,6 @@ TRAIN_RAY = Command(summary="AT-GRPO on Ray actors: rollout workers, generation 
                             "groups (docs/scaling.md)",
                     parser="trainers.distributed.command:build_train_ray_parser",
                     main="trainers.distributed.command:main", needs=(*MODEL_LIBRARIES, "ray"),
-                    needs_hint=f"{TRAIN_EXTRA} and the ray extra: pip install 'pettingllm-envs[ray]'",
+                    needs_hint=extra_hint("train", "ray"),
                     loads_models=True,
                     user_errors=("trainers.config:ConfigError", "trainers.distributed.cluster:ActorFailed"))

@@ -170,7 +170,7 @@ class SQLiteStore(Store):
 
 class RedisStore(Store):
     """Records in a Redis server under ``namespace:``; needs the ``redis`` client
-    (``pip install pettingllm-envs[mgrpo]``)."""
+    (the mgrpo extra: ``pip install -e '.[mgrpo]'`` in a checkout)."""
 
     def __init__(self, url: str, *, namespace: str = "mgrpo") -> None:
         import redis

@@ -1,0 +1,157 @@
+"""A run directory is the source of truth for its run: ``config.json`` holds the run's
+configuration, ``history.jsonl`` one record per start of it.
+
+``resume`` continues the run in ``run_dir`` as if it had never stopped, so:
+
+* a run dir that holds no run (missing, or no ``config.json``) is refused: resuming there used
+  to start a fresh run silently;
+* on the command line (:func:`load_run_config`), the options left out take the run's saved
+  values, not the defaults (a 40-step run resumed without ``--steps`` stops at 40, not 100);
+* a value that contradicts the saved one is refused in one line naming each such option
+  (``--env sudoku_v0`` on a plan_path_v0 run trained sudoku from plan_path's checkpoint);
+  only the fields of :data:`MAY_CHANGE` may differ: they decide how long the run goes on and
+  what it reports, not what it computes;
+* every start appends a record (when, from which step, to which, what changed) to
+  ``history.jsonl``; ``config.json`` is written when the run starts and afterwards only to
+  take in changes of :data:`MAY_CHANGE`, so it always describes the steps that ran.
+
+The same rules hold for every trainer built on :class:`trainers.train.Trainer` (``train``,
+``train-variants``, ``train-ray``), through :func:`check_resume` and :func:`record_start`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from trainers.config import ConfigError, TrainConfig, build_parser, check_field, config_from_args
+
+CONFIG = "config.json"
+HISTORY = "history.jsonl"
+#: Fields a resumed run may change: how long it goes on, how often it checkpoints and
+#: evaluates (the evaluation draws from its own random state), how it reports progress, and
+#: where its run dir is (a run dir may be moved; the run is the one found there).
+MAY_CHANGE = frozenset({"steps", "checkpoint_every", "keep_checkpoints", "eval_every", "progress", "tensorboard",
+                        "run_dir"})
+#: How a start treats the run dir, not part of the run's configuration.
+START_FLAGS = frozenset({"resume", "overwrite"})
+
+
+def _plain(config: Any) -> dict[str, Any]:
+    """``config`` as JSON values, the form ``config.json`` holds (lists, not tuples)."""
+    return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def saved_config(run_dir: Path) -> dict[str, Any]:
+    """The configuration the run in ``run_dir`` was started with (without :data:`START_FLAGS`);
+    :class:`ConfigError` when ``run_dir`` holds no run to resume."""
+    if not run_dir.is_dir():
+        raise ConfigError(f"resume: run_dir {str(run_dir)!r} does not exist, so there is no run to resume "
+                          "(leave out --resume to start a new run there)")
+    path = run_dir / CONFIG
+    if not path.is_file():
+        raise ConfigError(f"resume: run_dir {str(run_dir)!r} holds no run to resume (it has no {CONFIG})")
+    try:
+        saved = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"resume: {path} is not valid JSON ({error.msg})") from None
+    if not isinstance(saved, dict):
+        raise ConfigError(f"resume: {path} does not hold a config mapping")
+    return {name: value for name, value in saved.items() if name not in START_FLAGS}
+
+
+def contradictions(saved: dict[str, Any], config: Any, names: Iterable[str]) -> dict[str, tuple[Any, Any]]:
+    """``name -> (saved value, value now)`` for each field of ``names`` that ``config`` sets to
+    another value than the run's and that may not change on resume."""
+    now = _plain(config)
+    return {name: (saved[name], now[name]) for name in sorted(names)
+            if name in saved and name in now and name not in MAY_CHANGE | START_FLAGS and saved[name] != now[name]}
+
+
+def _refusal(run_dir: Path, clashes: dict[str, tuple[Any, Any]], option: bool) -> ConfigError:
+    shown = ", ".join(f"{'--' + name.replace('_', '-') if option else name} {now!r} (the run's: {saved!r})"
+                      for name, (saved, now) in clashes.items())
+    return ConfigError(f"resume: {shown} contradict{'s' if len(clashes) == 1 else ''} the run in "
+                       f"{str(run_dir)!r}; leave {'it' if len(clashes) == 1 else 'them'} out to continue the run "
+                       "as it was started, or start a new run in another run_dir")
+
+
+def check_resume(config: Any) -> dict[str, tuple[Any, Any]]:
+    """For a ``resume`` start: the run dir holds a run and ``config`` agrees with it in every
+    field outside :data:`MAY_CHANGE` (else :class:`ConfigError`). Returns the changes of
+    :data:`MAY_CHANGE` fields, ``name -> (saved, now)``; nothing for a new run."""
+    if not config.resume:
+        return {}
+    run_dir = Path(config.run_dir)
+    saved = saved_config(run_dir)
+    clashes = contradictions(saved, config, saved)
+    if clashes:
+        raise _refusal(run_dir, clashes, option=False)
+    now = _plain(config)
+    return {name: (saved[name], now[name]) for name in sorted(MAY_CHANGE)
+            if name in saved and saved[name] != now[name]}
+
+
+def record_start(config: Any, step: int, changed: dict[str, tuple[Any, Any]]) -> None:
+    """Write ``config.json`` for a new run (or take ``changed`` into it on resume) and append
+    this start to ``history.jsonl``."""
+    run_dir = Path(config.run_dir)
+    path = run_dir / CONFIG
+    if not config.resume or changed or not path.is_file():
+        if config.resume:
+            written = {**json.loads(path.read_text()), **{name: now for name, (_, now) in changed.items()}}
+        else:
+            written = _plain(config)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(written, indent=2))
+        os.replace(tmp, path)
+    record = {"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "resume": bool(config.resume), "from_step": step, "to_step": config.steps,
+              "changed": {name: {"from": saved, "to": now} for name, (saved, now) in changed.items()}}
+    with open(run_dir / HISTORY, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+def _given(args: dict[str, Any]) -> dict[str, Any]:
+    """The fields set on the command line or in its ``--config`` YAML file (a file that does not
+    read as a mapping gives none here: :func:`config_from_args` reports it)."""
+    given = {name: value for name, value in args.items() if name != "config"}
+    if args.get("config"):
+        import yaml
+
+        try:
+            loaded = yaml.safe_load(Path(args["config"]).read_text())
+        except (OSError, yaml.YAMLError):
+            loaded = None
+        if isinstance(loaded, dict):
+            given = {**loaded, **given}
+    return given
+
+
+def load_run_config(argv: Sequence[str] | None = None, *, prog: str = "pettingllm train",
+                    description: str = "Train LLM policies on an env with AT-GRPO.", cls: type = TrainConfig) -> Any:
+    """:func:`trainers.config.load_config` for a command that runs in a run dir: with
+    ``--resume``, defaults < the run's ``config.json`` < ``--config`` YAML < options, and an
+    option that contradicts the run is refused, naming it (see the module docstring)."""
+    args = vars(build_parser(prog, description, cls).parse_args(list(argv or [])))
+    given = _given(args)
+    if not check_field("resume", given.get("resume", False), cls):
+        return config_from_args(args, cls=cls, prog=prog)
+    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+    run_dir = Path(check_field("run_dir", given.get("run_dir", defaults["run_dir"]), cls))
+    saved = saved_config(run_dir)
+    known = {f.name for f in dataclasses.fields(cls)}
+    config = config_from_args(args, base={name: value for name, value in saved.items() if name in known},
+                              cls=cls, prog=prog)
+    clashes = contradictions(saved, config, given)
+    if clashes:
+        raise _refusal(run_dir, clashes, option=True)
+    return config
+
+
+__all__ = ["CONFIG", "HISTORY", "MAY_CHANGE", "check_resume", "load_run_config", "record_start", "saved_config"]
