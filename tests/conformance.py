@@ -4,9 +4,11 @@ the checks that train and test instances never meet and a reset is reproducible.
 
 from __future__ import annotations
 
+import copy
+import pickle
 import random
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pettingllm_envs
@@ -57,6 +59,45 @@ def step_junk_actions(env: Any, actions: Sequence[Any], *, reset_seed: int) -> l
         assert isinstance(obs, TextObservation)
         assert env.observation_space(env.agent_selection).contains(obs)
     return records
+
+
+def snapshot(env: Any) -> tuple[Any, ...]:
+    """What a copy of ``env`` must reproduce: the agent to act, every live agent's observation,
+    rewards, cumulative rewards, terminations, truncations and infos."""
+    raw = env.unwrapped
+    return (raw.agent_selection, list(raw.agents), {agent: str(raw.observe(agent)) for agent in raw.agents},
+            dict(raw.rewards), dict(raw._cumulative_rewards), dict(raw.terminations), dict(raw.truncations),
+            copy.deepcopy(raw.infos))  # later steps may change these infos in place
+
+
+def mixed_policy(policy: Callable[[Any, str, dict[str, Any]], Any], *, junk_share: float = 0.3,
+                 seed: int = 7) -> Callable[[Any, str, dict[str, Any]], Any]:
+    """``policy``, replying junk instead with probability ``junk_share`` (seeded), so that
+    copies of an env that wrongly share state diverge."""
+    rng = random.Random(seed)
+    return lambda obs, agent, info: "junk" if rng.random() < junk_share else policy(obs, agent, info)
+
+
+def pickle_round_trip(env: Any) -> Any:
+    return pickle.loads(pickle.dumps(env))
+
+
+def continue_episode(env: Any, policy: Callable[[Any, str, dict[str, Any]], Any], steps: int, *,
+                     reload: Callable[[Any], Any] | None = None) -> list[tuple[Any, ...]]:
+    """The :func:`snapshot` before each of up to ``steps`` steps of ``policy`` (None for a done
+    agent), ending early when no agent is left; ``reload`` (a pickle round trip, say) replaces
+    the env before every snapshot."""
+    trace = []
+    for _ in range(steps):
+        if reload is not None:
+            env = reload(env)
+        trace.append(snapshot(env))
+        if not env.agents:
+            break
+        agent = env.agent_selection
+        obs, _, terminated, truncated, info = env.last()
+        env.step(None if terminated or truncated else policy(obs, agent, info))
+    return trace
 
 
 def split_keys(env: Any, count: int) -> dict[str, set[str]]:

@@ -7,7 +7,15 @@ import copy
 import random
 
 import pytest
-from conformance import JUNK_ACTIONS, random_printable, step_junk_actions
+from conformance import (
+    JUNK_ACTIONS,
+    continue_episode,
+    mixed_policy,
+    pickle_round_trip,
+    random_printable,
+    snapshot,
+    step_junk_actions,
+)
 from pettingzoo.test import api_test, parallel_api_test, seed_test
 
 import pettingllm_envs
@@ -62,37 +70,40 @@ def test_non_string_action_costs_the_format_penalty(env_id):
     assert last["reward_local"] == -env.unwrapped.config.format_penalty
 
 
-def _continue(env, policy, steps):
-    trace = []
-    for _ in range(steps):
-        agent = env.agent_selection
-        obs, reward, terminated, truncated, info = env.last()
-        trace.append((agent, str(obs), reward, terminated, truncated, info["success"]))
-        env.step(None if terminated or truncated else policy(obs, agent, info))
-        if not env.agents:
-            break
-    return trace
-
-
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_deepcopy_mid_episode_continues_identically(env_id):
-    policy = scripted_policy(env_id)
-    rng = random.Random(7)
-
-    def mixed(obs, agent, info):  # sometimes junk, so that copies diverge if state is shared
-        return "junk" if rng.random() < 0.3 else policy(obs, agent, info)
-
     env = pettingllm_envs.make(env_id)
     env.reset(seed=5)
     agent = env.agent_selection
     env.step("not a valid action")  # move into the episode first
     clone = copy.deepcopy(env)
-    rng_state = rng.getstate()
-    original = _continue(env, mixed, 20)
-    rng.setstate(rng_state)
-    copied = _continue(clone, mixed, 20)
+    original = continue_episode(env, mixed_policy(scripted_policy(env_id)), 20)
+    copied = continue_episode(clone, mixed_policy(scripted_policy(env_id)), 20)
     assert original == copied
     assert agent in clone.unwrapped.possible_agents
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_pickle_at_every_step_continues_identically(env_id):
+    """Pickled and unpickled before every step (right after reset included), the env plays on exactly
+    as the original: tree rollouts across processes, Ray transport and checkpoints rely on it."""
+    env = pettingllm_envs.make(env_id)
+    env.reset(seed=5)
+    twin = pickle_round_trip(env)
+    original = continue_episode(env, mixed_policy(scripted_policy(env_id)), 20)
+    assert continue_episode(twin, mixed_policy(scripted_policy(env_id)), 20, reload=pickle_round_trip) == original
+    assert len(original) > 2
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_parallel_env_pickles_mid_episode(env_id):
+    env = pettingllm_envs.make_parallel(env_id)
+    env.reset(seed=3)
+    env.step(dict.fromkeys(env.agents, "junk"))
+    twin = pickle_round_trip(env)
+    for action in ("not a move", "junk"):
+        assert twin.step(dict.fromkeys(twin.agents, action)) == env.step(dict.fromkeys(env.agents, action))
+    assert snapshot(twin.aec_env) == snapshot(env.aec_env)
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)

@@ -19,7 +19,13 @@ import pytest
 
 textarena = pytest.importorskip("textarena")
 
-from conformance import random_printable, step_junk_actions  # noqa: E402
+from conformance import (  # noqa: E402
+    continue_episode,
+    mixed_policy,
+    pickle_round_trip,
+    random_printable,
+    step_junk_actions,
+)
 from pettingzoo.test import api_test, parallel_api_test, seed_test  # noqa: E402
 
 import pettingllm_envs  # noqa: E402
@@ -105,6 +111,20 @@ def test_deepcopy_mid_episode_continues_identically(game):
     original = _trace(env, mixed, 30)
     rng.setstate(state)
     assert _trace(clone, mixed, 30) == original
+
+
+@pytest.mark.parametrize("game", QUICK_GAMES)  # every game pickles: tests/test_pickling.py
+def test_pickle_at_every_step_continues_identically(game):
+    """TextArena's game and the env's own random state travel in the pickle; the game's spec (it holds
+    lambdas) and prototype are process resources that the pickle names."""
+
+    env = make(game)
+    env.reset(seed=5)
+    twin = pickle_round_trip(env)
+    assert twin.unwrapped.spec is env.unwrapped.spec and twin.unwrapped.prototype is env.unwrapped.prototype
+    original = continue_episode(env, mixed_policy(scripted_policy, junk_share=0.2), 30)
+    replayed = continue_episode(twin, mixed_policy(scripted_policy, junk_share=0.2), 30, reload=pickle_round_trip)
+    assert replayed == original
 
 
 @pytest.mark.parametrize("game", [g for g in CONFORMANCE_GAMES if g.values[0] in SCRIPTED_GAMES])

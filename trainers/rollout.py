@@ -76,6 +76,12 @@ class Sample:
     reward_local: float | None
     selected: bool = False
     """True for the branch that continued (tree mode); always True in independent mode."""
+    reward_later: float = 0.0
+    """Of ``reward``: what the env paid this sample's role after the action, while other roles
+    acted, up to the role's next action or the episode's end (a loss the opponent's winning
+    move inflicts, a teammate's tests that expose this code's bugs); :func:`bystander_credit`
+    says which payments count. Only an action whose future was played (the selected branch in
+    tree mode) has any."""
     group: str = ""
     advantage: float = 0.0
     degenerate: bool = False
@@ -109,6 +115,19 @@ class RolloutResult:
     seconds_env: float = 0.0
     seconds_tree: float = 0.0
     """Of ``seconds_env``: the tree's own work (deep copies and branch selection)."""
+    paid_before_acting: dict[str, float] = field(default_factory=dict)
+    """Per role, summed over the rollout's episodes: what the env paid the role before its first
+    action of an episode (see :func:`bystander_credit`). No action of the role caused it, so no
+    sample carries it."""
+
+    def credit_later(self, latest: Sample | None, agent: str, amount: float) -> None:
+        """Add ``amount``, paid to ``agent`` while others acted, to its ``latest`` sample in that
+        episode, or to :attr:`paid_before_acting` when it has not acted yet."""
+        if latest is None:
+            self.paid_before_acting[agent] = self.paid_before_acting.get(agent, 0.0) + amount
+        else:
+            latest.reward += amount
+            latest.reward_later += amount
 
 
 def agent_done(env: AECEnv, agent: str) -> bool:
@@ -162,6 +181,26 @@ def acting_reward(env: AECEnv, agent: str) -> tuple[float, float | None, float |
     return float(env.rewards[agent]), None, None
 
 
+def bystander_credit(env: AECEnv, actor: str) -> dict[str, float]:
+    """What the step ``actor`` just took in ``env`` paid each other role, less shared team
+    credit: ``rewards[b] - infos[b]["team_credit"]`` where non-zero.
+
+    An AEC env may pay any role at any step (a zero-sum game pays the loser at the winner's
+    move). Such a payment is the consequence of the paid role's earlier actions, so it belongs
+    in the training data of the role's latest action, as PettingZoo's ``last()`` reports it
+    there. The exception is a cooperative env's team reward, paid to every role for the
+    actor's own action: the actor's sample already carries it, and a bystander did not cause
+    it. Envs state that part as ``infos[b]["team_credit"]`` (pettingllm envs do); for any other
+    AEC env all of ``rewards[b]`` counts."""
+    paid = {}
+    for agent, reward in env.rewards.items():
+        if agent != actor:
+            amount = float(reward) - float(env.infos.get(agent, {}).get("team_credit", 0.0))
+            if amount:
+                paid[agent] = amount
+    return paid
+
+
 def episode_success(env: AECEnv) -> bool:
     """``infos[agent]["success"]`` of any agent (docs/design.md §2)."""
     return any(bool(info.get("success", False)) for info in env.infos.values())
@@ -201,10 +240,12 @@ class Node:
 @dataclass
 class Expansion:
     """The samples of one expanded node, the new live state's selected branch among them,
-    and the seconds of tree work (deep copies and selection) it took."""
+    the seconds of tree work (deep copies and selection) it took, and what the selected
+    branch's step paid the other roles (:func:`bystander_credit`)."""
 
     samples: list[Sample]
     seconds_tree: float
+    bystanders: dict[str, float] = field(default_factory=dict)
 
 
 class TreeStates(Protocol):
@@ -248,7 +289,7 @@ def expand_node(state: AECEnv, node: Node, completions: Sequence[Completion], ch
     best = chosen if chosen is not None else select_branch([s.reward for s in samples], "greedy", _NO_RNG)
     samples[best].selected = True
     seconds_tree += time.perf_counter() - select_start
-    return branches[best], Expansion(samples, seconds_tree)
+    return branches[best], Expansion(samples, seconds_tree, bystander_credit(branches[best], node.agent))
 
 
 #: Greedy selection draws nothing; random choices are drawn by :func:`drive_tree`, in problem order.
@@ -306,6 +347,7 @@ def drive_tree(tree: TreeStates, n: int, sampler: Sampler, *, selection: Selecti
         raise ValueError(f"selection must be one of {typing.get_args(Selection)}, got {selection!r}")
     rng = rng or random.Random(0)
     result = RolloutResult()
+    latest: dict[tuple[int, str], Sample] = {}  # each role's latest selected sample, per problem
     for _ in range(max_steps + 1):
         nodes = tree.live()
         if not nodes:
@@ -322,9 +364,12 @@ def drive_tree(tree: TreeStates, n: int, sampler: Sampler, *, selection: Selecti
                     raise ValueError(f"the sampler returned {len(group)} completions, expected {n}")
             chosen = [rng.randrange(n) if selection == "random" else None for _ in agent_nodes]
             start = time.perf_counter()
-            for expansion in tree.expand(agent_nodes, completions, chosen):
+            for node, expansion in zip(agent_nodes, tree.expand(agent_nodes, completions, chosen), strict=True):
                 result.samples.extend(expansion.samples)
                 result.seconds_tree += expansion.seconds_tree
+                latest[node.problem, agent] = next(s for s in expansion.samples if s.selected)
+                for role, amount in expansion.bystanders.items():
+                    result.credit_later(latest.get((node.problem, role)), role, amount)
             result.seconds_env += time.perf_counter() - start
     else:
         raise RuntimeError(f"episodes did not end within max_steps={max_steps} agent steps")
@@ -365,6 +410,7 @@ def independent_rollout(
     envs = {key: _reset(env_fn, key[0], split) for key in keys}
     counters = {key: Counter() for key in keys}
     returns: dict[tuple[int, int], dict[str, float]] = {key: {} for key in keys}
+    latest: dict[tuple[int, int, str], Sample] = {}  # each role's latest sample, per episode
     for _ in range(max_steps + 1):
         for key, env in envs.items():
             advance_dead(env, returns[key])
@@ -386,8 +432,12 @@ def independent_rollout(
                 envs[key].step(completion.text)
                 counters[key][agent] += 1
                 reward, reward_global, reward_local = acting_reward(envs[key], agent)
-                result.samples.append(Sample(key[0], key[1], agent, turn, messages, completion, reward,
-                                             reward_global, reward_local, selected=True))
+                sample = Sample(key[0], key[1], agent, turn, messages, completion, reward, reward_global,
+                                reward_local, selected=True)
+                result.samples.append(sample)
+                latest[key[0], key[1], agent] = sample
+                for role, amount in bystander_credit(envs[key], agent).items():
+                    result.credit_later(latest.get((key[0], key[1], role)), role, amount)
             result.seconds_env += time.perf_counter() - start
     else:
         raise RuntimeError(f"episodes did not end within max_steps={max_steps} agent steps")

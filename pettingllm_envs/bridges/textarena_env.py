@@ -104,8 +104,9 @@ from typing import Any, ClassVar
 import textarena
 from textarena.core import GAME_ID, ObservationType
 
-from pettingllm_envs.bridges.textarena_games import GAMES, UNAVAILABLE, GameSpec
+from pettingllm_envs.bridges.textarena_games import GAMES, SINGLE_PLAYER, UNAVAILABLE, GameSpec, game_id
 from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
+from pettingllm_envs.core.process_shared import process_resource
 
 ROLES = ("player_0", "player_1")
 #: A message TextArena sent a player: (sender id, text, TextArena's observation type name).
@@ -174,9 +175,13 @@ class TextArenaConfig(TextEnvConfig):
 
     def validate(self) -> None:
         super().validate()
+        self.game = game_id(self.game)
         if self.game not in GAMES:
             if self.game in UNAVAILABLE:
                 raise ValueError(f"TextArena game {self.game!r} is not available: {UNAVAILABLE[self.game]}")
+            if self.game in SINGLE_PLAYER:
+                raise ValueError(f"TextArena game {self.game!r} is not available: it is a one-player puzzle, and "
+                                 "textarena_v0 plays games between two players")
             close = difflib.get_close_matches(self.game, GAMES, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise ValueError(f"unknown TextArena game {self.game!r}{hint} ({len(GAMES)} games: textarena_games.GAMES)")
@@ -209,6 +214,11 @@ class StepOutcome:
     """TextArena raised: the game object may be half-changed and must be rebuilt."""
 
 
+def game_spec(game: str) -> GameSpec:
+    """How ``textarena_v0`` plays ``game``, by a module-level name that a pickle can refer to."""
+    return GAMES[game]
+
+
 class raw_env(TextAECEnv[GameInstance]):
     """A two-player TextArena game (see the module docstring)."""
 
@@ -224,10 +234,11 @@ class raw_env(TextAECEnv[GameInstance]):
 
     def __init__(self, config: TextArenaConfig | None = None, *, render_mode: str | None = None, **overrides: Any):
         super().__init__(config, render_mode=render_mode, **overrides)
-        self.spec: GameSpec = GAMES[self.config.game]
+        # Process resources: a pickle names them (GameSpec holds lambdas, which pickle cannot carry).
+        self.spec: GameSpec = process_resource(game_spec, self.config.game)
         #: TextArena's game as made, before any reset: each episode starts from a copy (making one
         #: re-imports and, for some games, re-reads data files).
-        self.prototype: Any = textarena.make(self.config.game + "-raw")
+        self.prototype: Any = process_resource(textarena.make, self.config.game + "-raw")
         self.game: Any = None
         self.rng_state: tuple = random.Random(0).getstate()
         self.views: dict[str, tuple[ShownLine, ...]] = {a: () for a in ROLES}

@@ -5,7 +5,9 @@ front of :func:`~pettingllm_envs.code.judge.judge_jobs`.
 An env and all its deep copies share one cache, so AT-GRPO's branches that write the same
 code (or the same tests) do not rerun it in the sandbox. A verdict depends only on its key
 (the judge is deterministic for a given problem, code and test), which is what makes
-sharing it between episodes sound.
+sharing it between episodes sound. A pickled cache carries only its size and its family's
+token: unpickled copies attach to the family's cache of the loading process (the very
+object in the process that pickled it; see :mod:`pettingllm_envs.core.process_shared`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from threading import Lock
+from typing import Any
+from uuid import uuid4
 
 from pettingllm_envs.code.datasets import CodeProblem, Test
 from pettingllm_envs.code.judge import Outcome, judge_jobs
+from pettingllm_envs.core.process_shared import reduce_to_key
 
 __all__ = ["CacheKey", "OutcomeCache"]
 
@@ -26,10 +31,15 @@ CacheKey = tuple[str, str, Test, bool]
 class OutcomeCache:
     """A bounded, thread-safe map :data:`CacheKey` -> :class:`Outcome`."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, family: str | None = None) -> None:
         self.size = size
+        #: Names the env family that shares this cache, across pickles and processes.
+        self.family = family or uuid4().hex
         self._items: OrderedDict[CacheKey, Outcome] = OrderedDict()
         self._lock = Lock()
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return reduce_to_key(self, OutcomeCache, self.size, self.family)
 
     def get(self, key: CacheKey) -> Outcome | None:
         with self._lock:

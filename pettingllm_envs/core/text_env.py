@@ -50,6 +50,11 @@ Semantics (docs/design.md §3):
   start from one state, so paying ``G(s') - G(s)`` instead of ``G(s')`` shifts every reward
   of the group by the same ``G(s)`` and leaves the normalised advantages unchanged.
   ``last_action["team_state"]`` holds G after the action.
+* ``infos[a]["team_credit"]`` is the part of ``rewards[a]`` that is that shared team reward
+  for another role's action (cooperative envs only: there the actor's own reward carries the
+  same ``alpha * ΔG``). Everything else paid to a role that is not acting, a zero-sum game's
+  loss at the winner's move or a change of its own potential L below, is a consequence of its
+  earlier actions: a trainer adds it to the role's latest action (``trainers.rollout``).
 * An env may pay a role's local reward the same way: when ``local_state(a)`` returns a
   float L (for a role it must do so for the whole episode), role ``a`` is paid, after every
   step whoever acts, the change of L, on top of its own actions' ``local_reward`` (which then
@@ -61,6 +66,14 @@ Semantics (docs/design.md §3):
   state differently (e.g. take back credit that only a later fix would have earned).
 * An action that is not a string, is longer than ``max_action_chars``, or that the env
   cannot parse costs ``format_penalty`` (in ``local``) and never raises.
+* Incremental chat, for append-only chat libraries (and their prefix caches): besides the
+  full prompt ``infos[a]["messages"]``, ``infos[a]["kept_messages"]`` (k) and
+  ``infos[a]["new_messages"]`` say how to get it from the chat role ``a`` was shown at its
+  previous turn P: ``messages == P[:k] + new_messages``. On a role's first turn k is 0 and
+  ``new_messages`` the whole prompt. ``infos[a]["prompt_reset"]`` is True when the prompt was
+  not append-only (k < len(P): a message of P was rewritten, as the task view is when the state
+  it shows changed), so a caller that kept P must drop its tail; the instructions (the system
+  message) are kept whenever they did not change.
 """
 
 from __future__ import annotations
@@ -74,6 +87,7 @@ import numpy as np
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 
+from pettingllm_envs.core import process_shared
 from pettingllm_envs.core.instances import SPLITS, Split, draw_instance
 from pettingllm_envs.core.spaces import TextObservation, UnicodeText
 
@@ -260,8 +274,13 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
         shared :meth:`global_reward`; competitive ones return each side's own outcome."""
         return float(self.global_reward())
 
+    @property
+    def _shared_team_state(self) -> bool:
+        """G is the same for every role (a cooperative env): the default :meth:`team_state`."""
+        return type(self).team_state is TextAECEnv.team_state
+
     def _team_states(self) -> dict[str, float]:
-        if type(self).team_state is TextAECEnv.team_state:  # shared by every role: compute once
+        if self._shared_team_state:  # compute once
             return dict.fromkeys(self.agents, float(self.global_reward()))
         return {a: float(self.team_state(a)) for a in self.agents}
 
@@ -374,6 +393,8 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
         self.history = []
         self.agent_selection = self.agents[0]
         self.episode_ending = False
+        self._team_credit: dict[str, float] = {}
+        self._prompts_shown: dict[str, tuple[tuple[str, str], ...]] = {}
         self.start_episode(self.instance)
         self._team_state = self._team_states()
         self._local_state = self._local_states()
@@ -408,6 +429,7 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
         # Every role is paid its change of G (the others see it in ``last()`` when they act).
         self.rewards = {a: self.config.alpha * team[a] for a in self.agents}
         self.rewards[agent] = reward
+        self._team_credit = {a: self.rewards[a] for a in self.agents if a != agent} if self._shared_team_state else {}
         self._acted_this_turn.add(agent)
         following = self.next_agent(agent)
         if following in self._acted_this_turn:  # a role would act twice: the turn is over
@@ -438,14 +460,22 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
     def close(self) -> None:
         """Nothing to release by default; envs holding resources override this."""
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a pickle carries: the env's state, with its process resources (datasets) as references."""
+        return process_shared.by_reference(self.__dict__)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled: the references attach to this process's own resources (see ``core.process_shared``)."""
+        self.__dict__.update(process_shared.resolved(state))
+
     def __deepcopy__(self, memo: dict[int, Any]) -> TextAECEnv:
         clone = type(self).__new__(type(self))
         memo[id(self)] = clone
         for name, value in self.__dict__.items():
             if name in self.shared_attributes:
                 clone.__dict__[name] = value
-            elif name == "history":
-                clone.__dict__[name] = list(value)  # records are immutable
+            elif name in ("history", "_prompts_shown"):
+                clone.__dict__[name] = copy.copy(value)  # the records and prompts in it are immutable
             elif name == "_np_random" and value is not None:
                 clone.__dict__[name] = _copy_generator(value)
             else:
@@ -495,17 +525,34 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
                 "team_state": record.team_state,
                 "alpha": self.config.alpha,
             }
+        messages = [
+            {"role": "system", "content": self.role_instructions(agent)},
+            {"role": "user", "content": self.task_view(agent)},
+        ]
         return {
             "env_id": self.metadata["name"],
             "index": self.index,
             "split": self.split,
             "turn": self.turn,
             "role": agent,
-            "messages": [
-                {"role": "system", "content": self.role_instructions(agent)},
-                {"role": "user", "content": self.task_view(agent)},
-            ],
+            "messages": messages,
+            **self._chat_increment(agent, messages),
             "last_action": last_action,
+            "team_credit": self._team_credit.get(agent, 0.0),
             "success": bool(self.is_success(agent)),
             **self.extra_info(agent),
         }
+
+    def _chat_increment(self, agent: str, messages: list[dict[str, str]]) -> dict[str, Any]:
+        """``kept_messages``, ``new_messages`` and ``prompt_reset`` of ``agent``'s chat against the
+        chat it was shown at its previous turn (module docstring). The chat of a selected agent
+        is the one it acts on, so it becomes the reference of the agent's next turn."""
+        previous = self._prompts_shown.get(agent, ())
+        current = tuple((m["role"], m["content"]) for m in messages)
+        kept = 0
+        while kept < min(len(previous), len(current)) and previous[kept] == current[kept]:
+            kept += 1
+        if agent == self.agent_selection:
+            self._prompts_shown[agent] = current
+        return {"new_messages": [dict(m) for m in messages[kept:]], "kept_messages": kept,
+                "prompt_reset": kept < len(previous)}

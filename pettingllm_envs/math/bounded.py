@@ -15,7 +15,7 @@ children are kept in a pool, one per concurrently verifying thread (at most
 :data:`MAX_WORKERS`; more threads wait for a free one). A child exits on end of input, so
 none outlives its parent while idle; a busy one is killed on timeout, and each request
 also runs under a CPU-time limit (``RLIMIT_CPU``, enforced by the kernel even inside a C
-call) in case its parent died first.
+call) in case its parent died first. A pickled pool unpickles as the loading process's own.
 """
 
 from __future__ import annotations
@@ -86,6 +86,10 @@ class _Pool:
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(MAX_WORKERS)
         self.owner = os.getpid()
+
+    def __reduce__(self) -> str:
+        # One pool per process: a pickle names it, and the loading process uses its own.
+        return "_POOL"
 
     def compare(self, request: list[str | bool], seconds: float) -> bool | None:
         deadline = time.monotonic() + seconds

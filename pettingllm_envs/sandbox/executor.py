@@ -10,7 +10,8 @@ a wall-clock timeout that kills the whole process tree, and caps on captured out
 This module is the client side. It only writes requests to the server's stdin and
 reads results from its stdout on one daemon thread; it never forks the caller, so a
 multithreaded parent (a trainer) is safe, and a parent that forks gets its own server
-in the child.
+in the child. A pickled client (inside a pickled env, say) unpickles as the loading
+process's own.
 """
 
 from __future__ import annotations
@@ -192,6 +193,10 @@ class _Client:
         self._server: _Server | None = None
         self._block: int | None = None
         self._ids = itertools.count()
+
+    def __reduce__(self) -> str:
+        # One client per process: a pickle names it, and the loading process uses its own.
+        return "_CLIENT"
 
     def server(self) -> _Server:
         with self._lock:

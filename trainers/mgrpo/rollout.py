@@ -31,6 +31,7 @@ from trainers.rollout import (
     acting_reward,
     advance_dead,
     agent_prompt,
+    bystander_credit,
     episode_over,
     episode_success,
 )
@@ -61,7 +62,9 @@ class Outcome:
     """The scalar summary of one finished rollout: what the two trainers exchange."""
 
     main_reward: float
-    """Reward of the main agent's final action (a1 * format + a2 * correct on an answer)."""
+    """What the env paid the main agent over the rollout, less shared team credit
+    (:func:`trainers.rollout.bystander_credit`): its answer's a1 * format + a2 * correct plus the
+    penalties of its invalid actions, so a malformed step before a right answer costs it."""
     correct: bool
     delegation_rewards: list[float]
     """Per served delegation (one the sub-agent acted in), in order: the sub's own rewards plus
@@ -107,7 +110,7 @@ def hierarchical_rollout(
     for key in keys:
         envs[key] = env_fn()
         envs[key].reset(seed=key[0], options={"split": split})
-    last_main: dict[Key, float] = dict.fromkeys(keys, 0.0)
+    main_return: dict[Key, float] = dict.fromkeys(keys, 0.0)
     sub_delegations: dict[Key, list[int]] = defaultdict(list)
     for _ in range(max_steps + 1):
         by_agent: dict[str, list[Key]] = defaultdict(list)
@@ -129,8 +132,9 @@ def hierarchical_rollout(
                 reward = acting_reward(env, agent)[0]
                 served = None
                 if agent == delegation.manager:
-                    last_main[key] = reward
+                    main_return[key] += reward
                 else:
+                    main_return[key] += bystander_credit(env, agent).get(delegation.manager, 0.0)
                     served = delegation.served(env)
                     sub_delegations[key].append(served)
                 result.turns.append(Turn(key[0], key[1], agent, completion, reward, served))
@@ -140,7 +144,7 @@ def hierarchical_rollout(
     for key in keys:
         env = envs[key]
         rewards, served = served_delegations(delegation.rewards(env), sub_delegations[key])
-        result.outcomes[key] = Outcome(last_main[key], episode_success(env), rewards, served)
+        result.outcomes[key] = Outcome(main_return[key], episode_success(env), rewards, served)
     return result
 
 
