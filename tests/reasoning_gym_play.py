@@ -7,9 +7,20 @@ from collections.abc import Callable
 from typing import Any
 
 import pettingllm_envs
+from pettingllm_envs.bridges.reasoning_gym_answers import refusal
 from pettingllm_envs.episodes import Episode, play_episode
 
 ENV_ID = "reasoning_gym_v0"
+
+
+def wrong_answer(env: Any) -> str:
+    """A well-formed wrong answer: the reference answer of another problem of the dataset that
+    passes the guards (the same shape as a right one) and is not right here."""
+    for index in range(1, 50):
+        other = str(env.dataset[(env.instance.item_index + index) % 1000]["answer"])
+        if refusal(env.config.dataset, other, env.instance.answer) is None and env.raw_score(other) < 1.0:
+            return other
+    raise AssertionError("no wrong answer found")
 
 
 def tagged(answer: str) -> str:

@@ -16,9 +16,8 @@ import pytest
 
 pytest.importorskip("reasoning_gym")
 
-from conformance import JUNK_ACTIONS, step_junk_actions
+from conformance import JUNK_ACTIONS, continue_episode, mixed_policy, pickle_round_trip, step_junk_actions
 from pettingzoo.test import api_test, parallel_api_test, seed_test
-from test_registry_envs import _continue
 
 import pettingllm_envs
 from pettingllm_envs.bridges import reasoning_gym_datasets as catalogue
@@ -77,9 +76,21 @@ def test_deepcopy_mid_episode_continues_identically(dataset):
     clone = copy.deepcopy(env)
     assert clone.unwrapped.dataset is env.unwrapped.dataset and clone.unwrapped.instance is env.unwrapped.instance
     state = rng.getstate()
-    original = _continue(env, mixed, 12)
+    original = continue_episode(env, mixed, 12)
     rng.setstate(state)
-    assert _continue(clone, mixed, 12) == original
+    assert continue_episode(clone, mixed, 12) == original
+
+
+@pytest.mark.parametrize("dataset", FAST_DATASETS)  # every dataset pickles: tests/test_pickling.py
+def test_pickle_at_every_step_continues_identically(dataset):
+    """The dataset object is a process resource: a pickle names it, and the same-process unpickle gets it back."""
+    env = make(dataset)
+    env.reset(seed=5)
+    twin = pickle_round_trip(env)
+    assert twin.unwrapped.dataset is env.unwrapped.dataset
+    original = continue_episode(env, mixed_policy(scripted_policy, junk_share=0.4), 12)
+    replayed = continue_episode(twin, mixed_policy(scripted_policy, junk_share=0.4), 12, reload=pickle_round_trip)
+    assert replayed == original
 
 
 @pytest.mark.parametrize("dataset", CONFORMANCE)

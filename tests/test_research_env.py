@@ -107,10 +107,12 @@ def test_control_flows_main_to_sub_and_back_with_delegation_indices_in_infos():
     env.step(f"SEARCH: {env.instance.entity}")
     assert env.agent_selection == "sub"
     last = env.infos["sub"]["last_action"]
-    assert last["parsed"]["delegation"] == 0 and last["parsed"]["sub_step"] == 0 and last["parsed"]["found"]
-    assert last["reward_local"] == env.config.tool_call_reward
+    assert last["parsed"]["delegation"] == 0 and last["parsed"]["sub_step"] == 0
+    assert last["reward_local"] == 0.0 and not last["parsed"]["found"]  # names only: it reads no hop
     env.step(f"LOOKUP: {env.instance.entity}")
     assert env.instance.entity + " (" in env.observe("sub")
+    last = env.infos["sub"]["last_action"]
+    assert last["parsed"]["found"] and last["reward_local"] == env.config.tool_call_reward  # reads the hop
     assert "LOOKUP" not in env.observe("main")  # tool results stay with the sub
     env.step(f"REPORT: {answer}")
     last = env.infos["sub"]["last_action"]
@@ -253,3 +255,25 @@ def test_observations_follow_the_documented_command_format():
     for command in ("DELEGATE:", "ANSWER:", "SEARCH:", "LOOKUP:", "REPORT:"):
         assert command in instructions
     assert re.search(r"^Question: .+\?$", env.observe("main"), re.MULTILINE)
+
+
+def test_only_tool_calls_that_read_a_hop_of_the_sub_question_are_paid():
+    """A call serves its sub-question when it reads one of its hops (a LOOKUP of the entity the
+    hop leaves), each hop once per episode; searches and lookups of other entities earn nothing.
+    The whole question delegated at once has one hop per relation of its chain."""
+    env = fresh(seed=2, hops=2)
+    problem = env.instance
+    env.step(f"DELEGATE: {problem.question}")
+    assert env.delegations[0].useful
+    off_chain = next(e.name for e in problem.kb.entities if e.name not in {problem.entity, *problem.path})
+    calls = [f"SEARCH: {problem.entity}", f"LOOKUP: {off_chain}", f"LOOKUP: {problem.entity}",
+             f"LOOKUP: {problem.entity}"]
+    paid = []
+    for call in calls:
+        env.step(call)
+        paid.append(env.infos["sub"]["last_action"]["reward_local"])
+    assert paid == [0.0, 0.0, env.config.tool_call_reward, 0.0]
+    env.step(f"REPORT: {problem.path[0]}")  # a wrong report: the hop stays open, its lookup stays paid
+    env.step(f"DELEGATE: {gold_hop(env, 1)[0]}")
+    env.step(f"LOOKUP: {problem.path[0]}")
+    assert env.infos["sub"]["last_action"]["reward_local"] == env.config.tool_call_reward

@@ -27,6 +27,15 @@ hedges, dumps and code against all 106 datasets of 0.1.25):
   the first words, fraction_simplification the first LaTeX fraction), so
   :data:`SINGLE_NUMBER_DATASETS` must answer one number and nothing else, and
   :data:`WORD_COUNT_DATASETS` with no more words than the reference answer.
+* **Hedges anywhere.** Some scorers pay full credit for the gold followed by other
+  candidates: sokoban replays only the moves it needs (``<gold> or <other moves>``),
+  word_sorting, time_intervals and advanced_geometry read the first of several
+  comma-separated values. Rather than a guard per scorer, :func:`hedge` applies one rule to
+  every dataset: an answer that splits into more candidates than the reference (at " or ",
+  " and ", commas, semicolons, bars, slashes, line breaks or spaces) and still gets full
+  credit with its first or its last candidate dropped holds a right answer among others; the
+  env scores it as a wrong answer (``tests/adversarial/test_reasoning_gym_hedges.py`` hedges
+  the reference of every bridged dataset in several shapes).
 * **NaN.** complex_arithmetic scores ``min(1.0, exp(-distance))``, and ``min(1.0, nan)`` is
   1.0: the answer ``nan`` gets full credit on every problem, so :data:`FINITE_NUMBER_DATASETS`
   refuse an answer that spells a non-finite number.
@@ -36,6 +45,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 #: An answer may be this many times as long as the gold answer (plus :data:`ANSWER_SLACK_CHARS`).
@@ -53,6 +63,10 @@ WORD_COUNT_DATASETS = frozenset({"fraction_simplification", "letter_jumble"})
 #: Scorers that parse the answer with ``float``/``complex``, which read ``nan`` and ``inf`` (any case).
 FINITE_NUMBER_DATASETS = frozenset({"complex_arithmetic"})
 _NON_FINITE = re.compile(r"nan|inf", re.IGNORECASE)
+
+#: Where a hedge separates its candidates (see :func:`hedge`).
+CANDIDATE_SEPARATORS = tuple(re.compile(pattern, re.IGNORECASE) for pattern in (
+    r"\s+or\s+", r"\s+and\s+", r"\s*,\s*", r"\s*;\s*", r"\s*\|\s*", r"\s*/\s*", r"\s*\n\s*", r"\s+"))
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _LITERAL_NODES = (ast.Expression, ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Name, ast.Load,
@@ -113,6 +127,24 @@ def refusal(dataset: str, answer: str, gold: str) -> str | None:
         return "the answer must be a finite number (nan and inf are not answers)"
     if dataset in WORD_COUNT_DATASETS and len(answer.split()) > len(gold.split()):
         return f"the answer has more words than a right answer ({len(gold.split())}): give one answer, nothing else"
+    return None
+
+
+def hedge(answer: str, gold: str, full_credit: Callable[[str], bool]) -> str | None:
+    """Why ``answer``, which gets full credit, is a hedge (a right answer among other
+    candidates), or None. For each of :data:`CANDIDATE_SEPARATORS` at which ``answer`` splits
+    into more parts than ``gold``, the answer without its first part and without its last are
+    scored with ``full_credit``: if either still gets it, a part was a candidate the answer did
+    not need. At most two scorer calls per separator, made only for full-credit answers."""
+    answer = answer.strip()
+    for separator in CANDIDATE_SEPARATORS:
+        cuts = list(separator.finditer(answer))
+        if len(cuts) <= len(separator.findall(gold.strip())):
+            continue
+        for rest in (answer[cuts[0].end():], answer[:cuts[-1].start()]):
+            if full_credit(rest):
+                return (f"the answer holds several candidates ({rest[:40]!r} alone is scored the same): "
+                        "give one answer")
     return None
 
 

@@ -13,8 +13,8 @@
 | tool's action       | a ```` ```python ```` block run in the sandbox; it checks the reasoner's      |
 |                     | answer with code and prints the answer (all its output, or its last           |
 |                     | `<answer>...</answer>`)                                                       |
-| Team state G        | 1 if the team's answer (the latest valid answer of either role) gets full     |
-|                     | credit from the dataset's own `score_answer`, else 0                          |
+| Team state G        | 1 if the team's answer (the latest action's; none after an action without     |
+|                     | one) gets full credit from the dataset's own `score_answer`, else 0           |
 | Local reward        | potential-based: the change of L = 1 if the role's own latest answer gets     |
 |                     | full credit, else 0; penalties for format, refused answers, program errors   |
 | Reward bounds       | local per action in `[-max(1, format, tool_error), 1]` (a role that drops a   |
@@ -30,7 +30,9 @@ scorers that evaluate answers, one number or no more words than the reference wh
 scorer reads only the start of the answer); one that fails is invalid (``format_penalty``,
 the reason in infos) and never reaches ``score_answer``. ``score_answer`` of the dataset
 then gives a score (kept in ``last_action["parsed"]["score"]``, clipped to [0, 1]), and only
-exactly 1.0 counts as right: a score below 1 pays formats and near misses (countdown pays
+exactly 1.0 counts as right, unless the answer is a hedge (:func:`~.reasoning_gym_answers.hedge`:
+it still gets full credit with a candidate dropped; scored as a wrong answer, the reason in
+``parsed["hedge"]``): a score below 1 pays formats and near misses (countdown pays
 0.01 for an empty answer, 0.05 for any expression with the wrong numbers; the default
 scorer pays ``len(gold)/len(answer)`` for any answer containing the gold), so paying it
 would make a hedge, a dump or junk earn more than an honest wrong answer, and no tolerance
@@ -43,7 +45,10 @@ time: the guards keep every bridged scorer to milliseconds on hostile answers
 the change of G after each action, and each role the change of its own L, so a role's
 return is ``alpha * G_final + L_final`` minus its penalties: repeating a right answer
 while the other role disagrees earns it once, and a failed episode never out-earns a
-solved one. Agreeing on a wrong answer ends the episode with nothing.
+solved one. Agreeing on a wrong answer ends the episode with nothing. Every action replaces
+its role's answer and the team's (:class:`~pettingllm_envs.core.answer_team.AnswerTeamEnv`):
+an action without an answer (a format error, a refused answer, a failed program) withdraws
+them, so it costs what a wrong answer costs plus its penalty, never less.
 
 **Problems** are items of the reasoning-gym dataset seeded with ``data_seed``: problem
 ``i`` of a split is the first of the items drawn from ``Random(data_seed + i)`` whose
@@ -61,7 +66,7 @@ from typing import Any, ClassVar
 
 from pettingzoo import AECEnv
 
-from pettingllm_envs.bridges.reasoning_gym_answers import extract_answer, normalise, program_answer, refusal
+from pettingllm_envs.bridges.reasoning_gym_answers import extract_answer, hedge, normalise, program_answer, refusal
 from pettingllm_envs.bridges.reasoning_gym_datasets import (
     Problem,
     all_datasets,
@@ -73,9 +78,10 @@ from pettingllm_envs.bridges.reasoning_gym_datasets import (
 )
 from pettingllm_envs.capabilities import Voting
 from pettingllm_envs.core import ActionResult, TextAECEnv, answer_team, make_parallel_env, wrap_env
+from pettingllm_envs.core.process_shared import process_resource
 from pettingllm_envs.core.tools import SHOWN_CODE_CHARS, ToolEnvConfig, program_answers
 
-ROLES = ("reasoner", "tool")
+ROLES = answer_team.ROLES
 #: How much of a role's reply and answer later observations show.
 SHOWN_REPLY_CHARS = 3000
 SHOWN_ANSWER_CHARS = 2000
@@ -108,13 +114,12 @@ class ReasoningGymConfig(ToolEnvConfig):
         config_key(self.dataset_config)  # JSON-like, or a ValueError now
 
 
-class raw_env(TextAECEnv[Problem]):
+class raw_env(answer_team.AnswerTeamEnv[Problem]):
     """The reasoning-gym team environment (see the module docstring)."""
 
     metadata: ClassVar[dict[str, Any]] = {
         "render_modes": ["human", "ansi"], "name": "reasoning_gym_v0", "is_parallelizable": False
     }
-    roles = ROLES
     human_role = "reasoner"
     config_class = ReasoningGymConfig
     config: ReasoningGymConfig
@@ -125,7 +130,7 @@ class raw_env(TextAECEnv[Problem]):
         super().__init__(config, render_mode=render_mode, **overrides)
         self.dataset_key = config_key(self.config.dataset_config)
         # Made now, so that an unknown dataset or option fails at construction.
-        self.dataset = load_dataset(self.config.dataset, self.dataset_key, self.config.data_seed)
+        self.dataset = process_resource(load_dataset, self.config.dataset, self.dataset_key, self.config.data_seed)
 
     # ----------------------------------------------------------- instances
     def generate_instance(self, rng: random.Random) -> Problem:
@@ -137,9 +142,7 @@ class raw_env(TextAECEnv[Problem]):
 
     def start_episode(self, problem: Problem) -> None:
         answer_team.remember_answer(ANSWER_KEY, problem.uid, problem.answer, size=ANSWER_KEY_SIZE)
-        self.answers: dict[str, str | None] = dict.fromkeys(ROLES)
-        self.correct: dict[str, bool] = dict.fromkeys(ROLES, False)
-        self.team_correct = False
+        self.start_answers()
 
     # -------------------------------------------------------------- actions
     def apply_action(self, agent: str, text: str) -> ActionResult:
@@ -162,10 +165,14 @@ class raw_env(TextAECEnv[Problem]):
                                 invalid_reason=refused, feedback=feedback)
         raw = self.raw_score(answer)
         score = min(max(raw, 0.0), 1.0)
-        self.answers[agent], self.correct[agent] = answer, raw == FULL_CREDIT  # exact: before any clipping
-        self.team_correct = self.correct[agent]
-        return ActionResult(0.0, parsed={**parsed, "answer": answer, "score": score, "correct": self.correct[agent]},
-                            feedback=feedback)
+        parsed = {**parsed, "answer": answer, "score": score}
+        hedged = None
+        if raw == FULL_CREDIT:  # exact: before any clipping
+            hedged = hedge(answer, self.instance.answer, lambda rest: self.raw_score(rest) == FULL_CREDIT)
+        if hedged is not None:  # a wrong answer: the right one among others solves nothing
+            parsed.update(score=0.0, hedge=hedged)
+        self.record_answer(agent, answer, raw == FULL_CREDIT and hedged is None)
+        return ActionResult(0.0, parsed={**parsed, "correct": self.correct[agent]}, feedback=feedback)
 
     def raw_score(self, answer: str) -> float:
         """The dataset's own score of ``answer`` for this problem as it gave it; 0 when it raises."""
@@ -176,14 +183,8 @@ class raw_env(TextAECEnv[Problem]):
         return score if score == score else 0.0  # NaN is wrong
 
     # ------------------------------------------------------------ rewards
-    def global_reward(self) -> float:
-        return 1.0 if self.team_correct else 0.0
-
     def local_state(self, agent: str) -> float:
         return 1.0 if self.correct[agent] else 0.0
-
-    def is_success(self, agent: str | None = None) -> bool:
-        return self.team_correct
 
     def is_done(self) -> bool:
         reasoner, tool = self.answers["reasoner"], self.answers["tool"]

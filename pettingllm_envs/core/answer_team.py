@@ -1,19 +1,71 @@
 """The answer-team pattern: a ``reasoner`` writes a reply ending in an answer and a ``tool``
 role writes a program whose output is its answer; each sees the other's latest reply, and
 a scripted oracle reads the reference answer from a bounded answer key. Shared by
-``math_v0`` and ``reasoning_gym_v0``, which differ only in how an answer is read and scored."""
+``math_v0`` and ``reasoning_gym_v0``, which differ only in how an answer is read and scored.
+
+**Every action replaces its role's answer** (:class:`AnswerTeamEnv`): the team's answer is
+the answer of the latest action, and an action that gives none (unparseable, over-long, a
+program that fails or prints nothing, an answer the env refuses) withdraws the role's answer
+and leaves the team without one. Were the earlier answer kept instead, an action without an
+answer would be the safe fallback once the team's answer is right: a wrong answer costs the
+team ``alpha`` (G falls from 1 to 0) while junk kept it and paid only its penalty, so junk
+would out-earn an honest wrong attempt. Withdrawn, junk costs what a wrong answer costs plus
+its penalty (``tests/adversarial/test_junk_never_beats_wrong.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pettingllm_envs.core.text_env import ActionResult, TextAECEnv
 from pettingllm_envs.core.tools import ToolEnvConfig, ToolRun, read_tool_output
 
 #: Why a tool action whose program ran but printed nothing the env reads as an answer is invalid.
 NO_PROGRAM_ANSWER = "the program printed no answer"
+ROLES = ("reasoner", "tool")
+
+ProblemT = TypeVar("ProblemT")
+
+
+class AnswerTeamEnv(TextAECEnv[ProblemT]):
+    """A reasoner and a tool role that each give an answer per action; G is 1 while the
+    team's answer (the latest action's) is right. Subclasses read and score answers and call
+    :meth:`record_answer` for a valid one; every other outcome leaves the role withdrawn."""
+
+    roles = ROLES
+
+    def start_answers(self) -> None:
+        """No role has answered yet (call from ``start_episode``)."""
+        self.answers: dict[str, str | None] = dict.fromkeys(ROLES)
+        self.correct: dict[str, bool] = dict.fromkeys(ROLES, False)
+        self.team_answer: str | None = None
+        self.team_correct = False
+
+    def step(self, action: Any) -> None:
+        """Withdraw the acting role's answer, then step: an action that gives an answer records
+        it, any other (the base class's rejections included, which never reach
+        ``apply_action``) leaves the role and the team without one (see the module docstring)."""
+        agent = self.agent_selection
+        if not (self.terminations[agent] or self.truncations[agent]):
+            self.withdraw_answer(agent)
+        super().step(action)
+
+    def withdraw_answer(self, agent: str) -> None:
+        """``agent`` has no answer and the team has none (the latest action gave none)."""
+        self.answers[agent], self.correct[agent] = None, False
+        self.team_answer, self.team_correct = None, False
+
+    def record_answer(self, agent: str, answer: str, correct: bool) -> None:
+        """``agent``'s valid ``answer`` becomes its answer and the team's."""
+        self.answers[agent], self.correct[agent] = answer, correct
+        self.team_answer, self.team_correct = answer, correct
+
+    def global_reward(self) -> float:
+        return 1.0 if self.team_correct else 0.0
+
+    def is_success(self, agent: str | None = None) -> bool:
+        return self.team_correct
 
 
 def remember_answer(answer_key: dict[str, str], uid: str, answer: str, *, size: int) -> None:

@@ -8,7 +8,8 @@
 | Action              | `UnicodeText(max_action_chars)`: free text                               |
 | reasoner's action   | step-by-step reasoning ending in `\\boxed{final answer}`                 |
 | tool's action       | a ```` ```python ```` block whose program prints the answer last         |
-| Team state G        | 1 if the team's answer (the latest valid answer of either role) is right |
+| Team state G        | 1 if the team's answer (the latest action's; none after an action        |
+|                     | without an answer) is right                                              |
 | Local reward        | 1 the first time the role's own answer is right, else 0                  |
 | Reward bounds       | local per action in `[-max(format, tool_error), 1]`; each role's local   |
 |                     | rewards sum to at most 1 per episode; global in `{0, 1}`                 |
@@ -29,7 +30,10 @@ Answers are checked with :func:`pettingllm_envs.math.verify` (mathematical equal
 never string similarity). For every role a right answer earns ``alpha + 1`` (the local 1
 only the first time: repeating a right answer while the other role keeps disagreeing
 earns no more local credit), a wrong one ``0`` and an invalid action a negative penalty,
-so a wrong answer always earns less than a right one. Agreement is
+so a wrong answer always earns less than a right one. Every action replaces its role's
+answer and the team's (:class:`~pettingllm_envs.core.answer_team.AnswerTeamEnv`): an action
+without an answer withdraws them, so once the team is right junk costs the team's ``alpha``
+like a wrong answer, plus its penalty, and is never the safe fallback. Agreement is
 ``verify(reasoner_answer, tool_answer)``; agreeing on a wrong answer ends the episode
 without success.
 
@@ -65,12 +69,13 @@ from pettingllm_envs.core import (
     split_of,
     wrap_env,
 )
+from pettingllm_envs.core.process_shared import process_resource
 from pettingllm_envs.core.tools import ToolEnvConfig, program_answers
 from pettingllm_envs.math.datasets import FORMATS, Format, MathProblem, load_dataset_file, load_hf_dataset
 from pettingllm_envs.math.generator import generate_problem
 from pettingllm_envs.math.verify import BOXED, extract_boxed, verify
 
-ROLES = ("reasoner", "tool")
+ROLES = answer_team.ROLES
 #: When an episode ends: the roles agree (training), or the reasoner is right (evaluation).
 TerminateOn = Literal["agreement", "reasoner_correct"]
 TERMINATE_ON: tuple[str, ...] = typing.get_args(TerminateOn)
@@ -137,13 +142,20 @@ def load_problems(dataset: str, fmt: Format) -> tuple[MathProblem, ...]:
     return _DATASETS[key]
 
 
-class raw_env(TextAECEnv[MathProblem]):
+def split_pools(dataset: str, fmt: Format, hash_split: bool, test_percent: int) -> dict[Split, tuple[MathProblem, ...]]:
+    """The problems of ``dataset`` per split: by the hash of the question, or all in both splits."""
+    problems = load_problems(dataset, fmt)
+    if not hash_split:
+        return {"train": problems, "test": problems}
+    return {split: tuple(p for p in problems if split_of(p.question, test_percent) == split) for split in SPLITS}
+
+
+class raw_env(answer_team.AnswerTeamEnv[MathProblem]):
     """The math environment (see the module docstring)."""
 
     metadata: ClassVar[dict[str, Any]] = {
         "render_modes": ["human", "ansi"], "name": "math_v0", "is_parallelizable": False
     }
-    roles = ROLES
     config_class = MathConfig
     config: MathConfig
     shared_attributes = TextAECEnv.shared_attributes | {"pools"}
@@ -153,14 +165,9 @@ class raw_env(TextAECEnv[MathProblem]):
         self.possible_agents = list(self.config.turn_order)
         self.pools: dict[Split, tuple[MathProblem, ...]] | None = None
         if self.config.dataset is not None:  # load now, so a bad path fails at construction
-            problems = load_problems(self.config.dataset, self.config.dataset_format)
-            if self.config.dataset_hash_split:
-                self.pools = {
-                    split: tuple(p for p in problems if split_of(p.question, self.config.test_percent) == split)
-                    for split in SPLITS
-                }
-            else:
-                self.pools = {"train": problems, "test": problems}
+            cfg = self.config  # a process resource, so that a pickled env names its problems instead of carrying them
+            self.pools = process_resource(split_pools, cfg.dataset, cfg.dataset_format, cfg.dataset_hash_split,
+                                          cfg.test_percent)
 
     # ----------------------------------------------------------- instances
     def generate_instance(self, rng: random.Random) -> MathProblem:
@@ -183,10 +190,7 @@ class raw_env(TextAECEnv[MathProblem]):
 
     def start_episode(self, problem: MathProblem) -> None:
         answer_team.remember_answer(ANSWER_KEY, problem.uid, problem.answer, size=ANSWER_KEY_SIZE)
-        self.answers: dict[str, str | None] = dict.fromkeys(ROLES)
-        self.correct: dict[str, bool] = dict.fromkeys(ROLES, False)
-        self.team_answer: str | None = None
-        self.team_correct = False
+        self.start_answers()
         self.agreed = False
         self.credited: set[str] = set()
         """Roles whose right answer has earned its local reward (once per episode)."""
@@ -208,8 +212,7 @@ class raw_env(TextAECEnv[MathProblem]):
     def _answer(self, agent: str, answer: str, parsed: dict[str, Any], feedback: str = "") -> ActionResult:
         """Record a role's valid answer; it becomes the team's answer."""
         correct = verify(answer, self.instance.answer)
-        self.answers[agent], self.correct[agent] = answer, correct
-        self.team_answer, self.team_correct = answer, correct
+        self.record_answer(agent, answer, correct)
         other = self.answers["tool" if agent == "reasoner" else "reasoner"]
         self.agreed = other is not None and verify(self.answers["reasoner"], self.answers["tool"])
         first = correct and agent not in self.credited
@@ -217,13 +220,11 @@ class raw_env(TextAECEnv[MathProblem]):
             self.credited.add(agent)
         return ActionResult(1.0 if first else 0.0, parsed={**parsed, "correct": correct}, feedback=feedback)
 
+    def withdraw_answer(self, agent: str) -> None:
+        super().withdraw_answer(agent)
+        self.agreed = False
+
     # ------------------------------------------------------------ rewards
-    def global_reward(self) -> float:
-        return 1.0 if self.team_correct else 0.0
-
-    def is_success(self, agent: str | None = None) -> bool:
-        return self.team_correct
-
     def is_done(self) -> bool:
         if self.config.terminate_on == "reasoner_correct":
             return self.correct["reasoner"]

@@ -13,15 +13,14 @@
 | main's local reward | on ANSWER: `main_format_weight + main_correct_weight * correct`; 0 on a      |
 |                     | delegation (M-GRPO's main reward: a1 * format + a2 * correct)                |
 | sub's local reward  | in a *useful* delegation (below): `tool_call_reward` per tool call that      |
-|                     | returns something new to the episode, `report_reward` for a report that      |
-|                     | answers its sub-question; at the end `sub_outcome_weight * correct` per      |
+|                     | reads a new hop of its sub-question (`tool_credit`), `report_reward` for one |
+|                     | that answers it; at the end `sub_outcome_weight * correct` per               |
 |                     | delegation whose report was credited (the main's final correctness mixed in) |
 | Reward bounds       | main: local per action in `[-format_penalty, main_format_weight +            |
 |                     | main_correct_weight]`, one answer per episode; sub: local per action in      |
 |                     | `[-format_penalty, max(tool_call_reward, report_reward)]`, and its positive  |
 |                     | credit over an episode is at most `hops * (report_reward +                   |
-|                     | sub_outcome_weight) + max_delegations * max_tool_calls * tool_call_reward`;  |
-|                     | global in `{0, 1}`                                                           |
+|                     | sub_outcome_weight + tool_call_reward)`; global in `{0, 1}`                  |
 | Penalties           | `format_penalty`: no command, a command of the other role, an empty or long  |
 |                     | argument, a delegation over budget, a tool call when only REPORT is left     |
 | Termination         | the main agent answers                                                       |
@@ -62,10 +61,10 @@ ambiguous relations) earns the report nothing and says why in ``parsed``.
 **Only progress is credited.** A delegation is *useful* when its sub-question is a step of
 the question's chain (it names an entity of the chain and the relations that follow it
 there, so its answer is a later entity of the chain) and no earlier report was already
-credited with that answer. Only useful delegations earn the sub anything: asking
-the same sub-question again, or enumerating correct but irrelevant facts, earns nothing,
-so a failed episode never pays the sub more than a solved one. A failed attempt at a hop
-leaves the hop open, so a retry is useful again (and earns the credit once).
+credited with that answer. Only useful delegations earn the sub anything: asking the same
+sub-question again, or enumerating correct but irrelevant facts, earns nothing, so a failed
+episode never pays the sub more than a solved one. A failed attempt at a hop leaves the hop
+open, so a retry is useful again (and earns the credit once).
 
 **Data.** Every problem has its own fictional world (:mod:`.knowledge_base`), so answers
 cannot come from memory. Instances are drawn from ``Random(data_seed + index)`` and
@@ -97,6 +96,7 @@ from pettingllm_envs.research.knowledge_base import (
     interpret,
     normalize,
 )
+from pettingllm_envs.research.tool_credit import Hop, question_hops, read_new_hop
 
 ROLES = ("main", "sub")
 COMMANDS: dict[str, tuple[str, ...]] = {"main": ("DELEGATE", "ANSWER"), "sub": ("SEARCH", "LOOKUP", "REPORT")}
@@ -189,8 +189,8 @@ class ResearchConfig(TextEnvConfig):
     report_reward: float = 0.5
     """Paid to the sub for a report that answers its sub-question (a correct hop)."""
     tool_call_reward: float = 0.05
-    """Paid to the sub for a tool call, in a useful delegation, that returns something new to the
-    episode (a found entity, hits); ``parsed["found"]`` says whether it was paid."""
+    """Paid to the sub for a tool call, in a useful delegation, that serves its sub-question (reads
+    a hop of it no earlier call read, :mod:`.tool_credit`); ``parsed["found"]`` says whether it was paid."""
     sub_outcome_weight: float = 0.5
     """Weight of the main agent's final correctness in each delegation's sub reward."""
     search_results: int = 5
@@ -249,6 +249,7 @@ class raw_env(TextAECEnv[ResearchProblem]):
         self.final_answer: str | None = None
         self.correct = False
         self.acting_next = "main"
+        self.hops_read: set[Hop] = set()
 
     # -------------------------------------------------------------- actions
     def next_agent(self, agent: str) -> str:
@@ -350,9 +351,8 @@ class raw_env(TextAECEnv[ResearchProblem]):
         return ActionResult(self.config.report_reward * delegation.credited, parsed=parsed)
 
     def _tool(self, command: str, argument: str, delegation: Delegation) -> tuple[bool, str]:
-        """Run SEARCH or LOOKUP; (whether it earns credit, the result text). A call earns credit
-        in a useful delegation when its result is new to the episode."""
-        kb = self.instance.kb
+        """Run SEARCH or LOOKUP; (whether it earns credit (:mod:`.tool_credit`), the result text)."""
+        kb, entity = self.instance.kb, None
         if command == "LOOKUP":
             entity = kb.find(argument)
             if entity is None:
@@ -365,8 +365,8 @@ class raw_env(TextAECEnv[ResearchProblem]):
             if not hits:
                 return False, f"No entity matches {argument!r}."
             text = "\n".join(f"{e.name} ({e.type}): {e.description}" for e in hits)
-        repeated = any(result == text for earlier in self.delegations for _, _, result in earlier.calls)
-        return delegation.useful and not repeated, text
+        hops = question_hops(kb, delegation.check) if delegation.useful else ()
+        return read_new_hop(self.hops_read, command, entity and entity.name, hops), text
 
     # ------------------------------------------------------------ rewards
     def step(self, action: Any) -> None:

@@ -509,7 +509,7 @@ def _episode_caps(env_id: str, env: Any) -> dict[str, float]:
     if env_id == "research_v0":
         hops = len(env.instance.chain)
         return {"main": cfg.main_format_weight + cfg.main_correct_weight,
-                "sub": hops * cfg.report_reward + cfg.max_delegations * cfg.max_tool_calls * cfg.tool_call_reward}
+                "sub": hops * (cfg.report_reward + cfg.tool_call_reward)}  # each hop's lookup is paid once
     return dict.fromkeys(env.possible_agents, cfg.legal_move_reward * 5)
 
 

@@ -17,10 +17,10 @@ import pytest
 
 pytest.importorskip("reasoning_gym")
 
-from reasoning_gym_play import ENV_ID, play_answers, printing, tagged
+from reasoning_gym_play import ENV_ID, play_answers, printing, tagged, wrong_answer
 
 import pettingllm_envs
-from pettingllm_envs.bridges.reasoning_gym_answers import max_answer_chars, refusal
+from pettingllm_envs.bridges.reasoning_gym_answers import max_answer_chars
 from pettingllm_envs.bridges.reasoning_gym_env import scripted_policy
 from pettingllm_envs.episodes import Episode, play_episode
 from pettingllm_envs.sandbox import execute
@@ -35,16 +35,6 @@ def raw(dataset: str, seed: int = 0, **config: Any) -> Any:
     env = pettingllm_envs.make(ENV_ID, dataset=dataset, **config).unwrapped
     env.reset(seed=seed)
     return env
-
-
-def wrong_answer(env: Any) -> str:
-    """A well-formed wrong answer: the reference answer of another problem of the dataset that
-    passes the guards (the same shape as a right one) and is not right here."""
-    for index in range(1, 50):
-        other = str(env.dataset[(env.instance.item_index + index) % 1000]["answer"])
-        if refusal(env.config.dataset, other, env.instance.answer) is None and env.raw_score(other) < 1.0:
-            return other
-    raise AssertionError("no wrong answer found")
 
 
 def assert_no_more_than_trivially_wrong(episode: Episode) -> None:
@@ -169,7 +159,7 @@ def test_repeating_a_right_answer_while_the_tool_stalls_earns_it_once(dataset):
     env = pettingllm_envs.make(ENV_ID, dataset=dataset, max_turns=4)
     stalling = {"reasoner": scripted_policy, "tool": lambda o, a, i: "I need more time to think."}
     episode = play_episode(env, stalling, seed=0)
-    assert episode.turns == 4 and episode.success
+    assert episode.turns == 4 and not episode.success  # the tool acts last: its stalling withdrew the team's answer
     locals_ = {role: sum(r.reward_local for r in env.unwrapped.history if r.agent == role) for role in ROLES}
     assert locals_["reasoner"] == 1.0  # once, not once per turn
     assert locals_["tool"] == -4 * env.unwrapped.config.format_penalty
