@@ -381,9 +381,10 @@ def test_a_prefetched_call_that_crashes_the_candidate_is_judged_again_one_call_a
 # ------------------------------------------------------------------ rewards and episodes
 CORRECT_ADD = fence("def add(x, y):\n    return x + y")
 WRONG_ADD = fence("def add(x, y):\n    if x >= 5:\n        return 0\n    return y + x")
-VALID_TESTS = fence("assert add(1, 2) == 3\nassert add(0, 0) == 0")
+# (``add(0, 0) == 0`` would earn nothing: x - y, x * y and an early ``return x`` pass it too.)
+VALID_TESTS = fence("assert add(1, 2) == 3\nassert add(0, 3) == 3")
 CATCHING_TESTS = fence("assert add(1, 2) == 3\nassert add(7, 1) == 8")
-INVALID_TESTS = fence("assert add(1, 2) == 4\nassert add(0, 0) == 0")
+INVALID_TESTS = fence("assert add(1, 2) == 4\nassert add(0, 3) == 3")
 MIXED_TESTS = fence("assert add(1, 2) == 3\nassert add(7, 1) == 8\nassert add(1, 2) == 4")
 #: The tester's alternative actions, from best to worst.
 TESTER_ACTIONS = {"catching": CATCHING_TESTS, "valid": VALID_TESTS, "invalid": INVALID_TESTS, "junk": "add should add"}
@@ -498,11 +499,11 @@ def test_a_bug_the_coder_fixes_is_credited_and_an_unfixed_one_is_clawed_back():
     assert returns["tester"] == pytest.approx((2 + bug_credit) / 3)
 
 
-def test_agreement_terminates_and_success_needs_the_hidden_tests():
+def test_agreement_terminates_only_when_the_hidden_tests_pass_too():
     env = fresh()
     env.step(WRONG_ADD)
-    env.step(VALID_TESTS)  # weak tests: the wrong code passes them
-    assert all(env.terminations.values())
+    env.step(VALID_TESTS)  # weak tests: the wrong code passes them, but not the tests the tester did not write
+    assert not any(env.terminations.values())
     assert not env.infos["coder"]["success"] and 0 < env.infos["coder"]["last_action"]["team_state"] < 1
 
     env = fresh()

@@ -11,15 +11,16 @@
 |                     | stdio style: `<input>...</input><output>...</output>` pairs               |
 | Team state G        | pass rate of the coder's code on the hidden tests (each step pays its change) |
 | Local reward        | after every step, the change of each role's potential L (`local_state`):  |
-|                     | coder: pass rate of its code on the tester's valid tests; tester: share   |
-|                     | of its tests that are valid + `bug_credit` * share credited for bugs      |
+|                     | coder: pass rate of its code on the tester's valid tests (a shown failure |
+|                     | counts as fixed only with a hidden test fixed too); tester: mean credit   |
+|                     | of its tests (share of mutants killed) + `bug_credit` * credit for bugs   |
 | Reward bounds       | coder L in [0, 1], tester L in [0, 1 + bug_credit]; per step, the change  |
 |                     | of L minus `format_penalty` on an invalid action: coder local in          |
 |                     | [-1 - format_penalty, 1], tester in [-(1 + bug_credit) - format_penalty,  |
 |                     | 1 + bug_credit]; over an episode each role's locals sum to its final L    |
 |                     | minus its penalties; G in [0, 1] (its change in [-1, 1])                  |
 | Penalties           | format (no code block / no parseable test): `-format_penalty` local       |
-| Termination         | the coder's code passes every valid tester test (at least one)            |
+| Termination         | the code passes every valid tester test (at least one) and hidden test    |
 | Truncation          | `max_turns` turns (default 4)                                             |
 | Config              | `CodeConfig`: dataset, dataset_format, max_tests, bug_credit, timeouts... |
 
@@ -42,6 +43,11 @@ setup for the tests after them. A test is *valid*, and earns credit, when both h
    sequences extended, elements and dict values changed, booleans flipped; see
    :func:`pettingllm_envs.code.driver.perturb`).
 
+3. it *kills mutants* of the reference: plausible wrong programs with no common signature,
+   unlike the perturbation (:mod:`pettingllm_envs.code.mutants`). Its credit ("worth")
+   grows with the share it kills (``kill_credit``); a test that only asserts the absence of
+   the perturbation's signature kills none. (Stdio tests compare whole outputs: full credit.)
+
 So ``assert candidate``, ``assert callable(f)``, ``assert f is not None``, ``assert True or
 f(1)``, ``assert f(1) == f(1)``, ``assert f(1) or True``, ``assert f == f``, type-only
 checks (``isinstance(f(1), int)``), asserts swallowed by ``try/except`` and tests that
@@ -58,9 +64,12 @@ unchanged: the N branches of a group share L before the action, so each branch's
 reward is its L after the action minus a constant.
 
 * *Coder*: L = the pass rate of its current code on the tester's current valid tests (0
-  with no code or no valid test). On its step it is paid the change its new code makes;
-  on the tester's step, the change the new tests make to its code's pass rate.
-* *Tester*: L = ``valid / (tests + ignored) + bug_credit * credited / (tests + ignored)``,
+  with no code or no valid test). A test some earlier code failed (the coder saw its call
+  and expected value) counts as passed only if the code also passes a hidden test that
+  code failed (``really_passes``): a table of the shown cases earns nothing. On its step
+  it is paid the change its new code makes; on the tester's, the change the new tests make.
+* *Tester*: L = ``worth / (tests + ignored) + bug_credit * credited / (tests + ignored)``,
+  with ``worth`` the sum of its tests' credit (1 each for a test that kills enough mutants),
   over its current tests (the latest that parsed; ``ignored`` as above). A test is
   *caught* once some code of this episode has failed it while it was valid: when the
   tester submits it against the current code, or when the coder submits code that fails
@@ -68,10 +77,12 @@ reward is its L after the action minus a constant.
   again later is still caught). While the episode runs, ``credited`` counts the current
   tests that are caught, so the tester's own step is paid at once for the bugs its tests
   find (AT-GRPO's signal); at the step that ends the episode (termination or truncation,
-  ``episode_ending``) it counts only the current caught tests that the final code passes:
-  *fixed* bugs. Credit for a bug the coder never fixed is taken back at that step. Only
-  current tests count, each at most once and every one in the denominator, so credited
-  <= valid <= tests + ignored: repeating tests (duplicates are ignored asserts, and the
+  ``episode_ending``) it counts only the current caught tests that the final code really
+  passes (as for the coder: passing the test alone, with no hidden test fixed, is not a
+  fix): *fixed* bugs. ``credited`` sums the worth of those tests. Credit for a bug the
+  coder never fixed is taken back at that step. Only current tests count, each at most
+  once and every one in the denominator, so credited <= worth <= tests + ignored:
+  repeating tests (duplicates are ignored asserts, and the
   same tests next turn change nothing), enumerating them (``max_tests``), or replacing and
   restoring them (a potential: going away and back nets 0) cannot raise L above ``1 +
   bug_credit``. An empty or unparseable action keeps the previous tests (or code) and costs
@@ -85,19 +96,20 @@ earns nothing: the coder's local return is its final pass rate on the tester's v
 (at most 1, what a correct code gets: the reference passes every valid test), the
 tester's its final valid share plus ``bug_credit`` times its share of fixed bugs, minus
 penalties. The coder failing never pays the tester: a correct final code passes every
-caught test, so with the same tests it would pay the tester at least as much. What a
+valid and hidden test, so with the same tests it would pay the tester at least as much. What a
 failed episode can pay the tester beyond a one-turn solve (valid share, about 1) is credit
 for bugs that its tests caught and the coder fixed, while other hidden tests still fail:
 credit for real, fixed bugs, which the tester cannot create (the coder sees only valid
-tests, which the reference passes and which check results, with its code's own results).
+tests, which the reference passes and which kill mutants, with its code's own results),
+and which a coder cannot fake by matching the shown cases (``really_passes``).
 
 **What each role sees.** The coder: the problem, its current code and which of the
 tester's *valid* tests that code fails, with the reason (the exception and the function's
 latest calls with the results it returned, or expected vs. actual output), at most
 ``shown_chars`` characters. The tester: the problem, the coder's current code, which of
 its own tests are invalid (the reference solution fails them; the reference's output is
-never shown) or check nothing, and the mismatches (valid tests the code fails). Hidden
-tests, their results and the reference solution never appear in an observation; ``infos``
+never shown), check nothing or kill no mutant, and the mismatches (valid tests the code
+fails). Hidden tests, their results and the reference solution never appear in an observation; ``infos``
 carry only counts (``last_action.parsed``) and ``problem_id``. A tester's test runs in its
 own sandbox run, where no hidden test and no reference source exist, so its failure
 message cannot carry them (and the sandbox shows neither the dataset nor this project).
@@ -133,11 +145,13 @@ from typing import Any, ClassVar
 
 from pettingllm_envs.code.datasets import FORMATS, CodeDataset, CodeProblem, Test, load_dataset
 from pettingllm_envs.code.judge import Outcome, clip, judge_many
+from pettingllm_envs.code.mutants import problem_mutants, tests_worth
 from pettingllm_envs.code.tester_tests import format_tests, parse_tests, show_test
 from pettingllm_envs.code.verdict_cache import OutcomeCache
 from pettingllm_envs.code.voting import voting as voting  # its Voting capability (self-consistency)
 from pettingllm_envs.core import ActionResult, Split, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
 from pettingllm_envs.core.parsing import find_code_block
+from pettingllm_envs.core.process_shared import process_resource
 from pettingllm_envs.core.tools import SHOWN_CODE_CHARS
 
 # ``judge_many`` is re-exported with the tester's test format: judging a (code, test) pair
@@ -206,8 +220,9 @@ class raw_env(TextAECEnv[CodeProblem]):
 
     def __init__(self, config: CodeConfig | None = None, *, render_mode: str | None = None, **overrides: Any) -> None:
         super().__init__(config, render_mode=render_mode, **overrides)
-        self.dataset: CodeDataset = load_dataset(self.config.dataset, self.config.dataset_format,
-                                                 self.config.max_hidden_tests)
+        # A process resource, so that a pickled env names its dataset instead of carrying it.
+        self.dataset: CodeDataset = process_resource(load_dataset, self.config.dataset, self.config.dataset_format,
+                                                     self.config.max_hidden_tests)
         self.cache = OutcomeCache(self.config.cache_size)
 
     # ----------------------------------------------------------- instances
@@ -228,19 +243,38 @@ class raw_env(TextAECEnv[CodeProblem]):
         self.code: str | None = None  # the coder's current code
         self.hidden: tuple[Outcome, ...] = ()  # that code on the hidden tests
         self.tests: tuple[Test, ...] = ()  # the tester's current tests
-        self.valid: tuple[bool, ...] = ()  # test i counts: the reference passes it and it checks results
+        self.worth: tuple[float, ...] = ()  # test i's credit in [0, 1]: kills wrong programs (0: invalid)
+        self.valid: tuple[bool, ...] = ()  # test i counts: worth > 0
         self.checks_nothing: tuple[bool, ...] = ()  # the reference passes test i even with its results changed
+        self.kills_nothing: tuple[bool, ...] = ()  # it checks results, but every mutant of the reference passes it
         self.outcomes: tuple[Outcome | None, ...] = ()  # the code on test i; None: invalid test or no code
         self.ignored = 0  # the tester's asserts that count in the denominator only (see parse_tests)
-        self.caught: frozenset[Test] = frozenset()  # valid tests some code of this episode failed
+        # valid tests some code of this episode failed -> the hidden verdicts of the latest such code
+        self.caught: dict[Test, tuple[bool, ...]] = {}
 
     # --------------------------------------------------------------- running
-    def run(self, jobs: Sequence[tuple[str, Test]], perturbed: Sequence[Test] = ()) -> list[Outcome]:
+    def run(self, jobs: Sequence[tuple[str, Test]], perturbed: Sequence[Test] = (),
+            timeout: float | None = None) -> list[Outcome]:
         """Judge (code, test) pairs, then the reference on ``perturbed`` tests with every
         result it returns perturbed, through the family's verdict cache."""
         cfg = self.config
-        return self.cache.judge(self.instance, jobs, perturbed, timeout=cfg.test_timeout, memory_mb=cfg.memory_mb,
-                                workers=cfg.workers, shown_chars=cfg.shown_chars)
+        return self.cache.judge(self.instance, jobs, perturbed, timeout=timeout or cfg.test_timeout,
+                                memory_mb=cfg.memory_mb, workers=cfg.workers, shown_chars=cfg.shown_chars)
+
+    def catch(self, tests: Sequence[Test]) -> None:
+        """Record that the current code fails ``tests`` (rebinding ``caught``: copies share it)."""
+        if tests:
+            verdicts = tuple(o.passed for o in self.hidden)
+            self.caught = {**self.caught, **dict.fromkeys(tests, verdicts)}
+
+    def really_passes(self, test: Test, outcome: Outcome | None) -> bool:
+        """The current code passes ``test`` and, if some code failed it before, it does not
+        only match the test's literal cases: it passes a hidden test that code failed."""
+        if outcome is None or not outcome.passed:
+            return False
+        before = self.caught.get(test)
+        return before is None or any(now and not then for now, then in zip(
+            (o.passed for o in self.hidden), before, strict=True))
 
     # -------------------------------------------------------------- actions
     def apply_action(self, agent: str, text: str) -> ActionResult:
@@ -262,7 +296,7 @@ class raw_env(TextAECEnv[CodeProblem]):
         for i, outcome in zip(checked, mine, strict=True):
             outcomes[i] = outcome
         self.outcomes = tuple(outcomes)
-        self.caught |= {self.tests[i] for i, outcome in zip(checked, mine, strict=True) if not outcome.passed}
+        self.catch([self.tests[i] for i, outcome in zip(checked, mine, strict=True) if not outcome.passed])
         passed = sum(o.passed for o in mine)
         parsed = {"code": code, "tests_passed": passed, "tests_run": len(mine),
                   "hidden_passed": sum(o.passed for o in hidden), "hidden_total": len(hidden)}
@@ -284,18 +318,24 @@ class raw_env(TextAECEnv[CodeProblem]):
         reference, on_code, on_perturbed = results[:n], results[n: len(jobs)], results[len(jobs):]
         passes = tuple(o.passed for o in reference)
         checks = tuple(not o.passed for o in on_perturbed) if on_perturbed else (True,) * n
-        valid = tuple(p and c for p, c in zip(passes, checks, strict=True))
+        checking = [p and c for p, c in zip(passes, checks, strict=True)]
+        # A mutant that loops on a test's input fails it either way: no need to wait the full limit.
+        worth = tests_worth(problem_mutants(problem, memory_mb=cfg.memory_mb, workers=cfg.workers), tests, checking,
+                            lambda jobs: self.run(jobs, timeout=min(cfg.test_timeout, 1.0)))
+        valid = tuple(w > 0 for w in worth)
         if self.code is None:
             outcomes: tuple[Outcome | None, ...] = (None,) * n
         else:
             outcomes = tuple(o if ok else None for o, ok in zip(on_code, valid, strict=True))
-        self.tests, self.valid, self.checks_nothing = tuple(tests), valid, tuple(
+        self.tests, self.worth, self.valid, self.checks_nothing = tuple(tests), worth, valid, tuple(
             p and not c for p, c in zip(passes, checks, strict=True))
+        self.kills_nothing = tuple(p and c and not ok for p, c, ok in zip(passes, checks, valid, strict=True))
         self.outcomes, self.ignored = outcomes, ignored
-        failing = {t for t, o in zip(tests, outcomes, strict=True) if o is not None and not o.passed}
-        self.caught |= failing
+        failing = [t for t, o in zip(tests, outcomes, strict=True) if o is not None and not o.passed]
+        self.catch(failing)
         parsed = {"tests": [show_test(t, cfg.shown_chars) for t in tests], "valid": sum(valid),
-                  "checks_nothing": sum(self.checks_nothing), "ignored_asserts": ignored,
+                  "credit": round(sum(worth), 6), "checks_nothing": sum(self.checks_nothing),
+                  "kills_no_mutant": sum(self.kills_nothing), "ignored_asserts": ignored,
                   "dropped_over_max_tests": dropped, "caught": len(failing)}
         return ActionResult(0.0, parsed=parsed)  # validity and bug credit are paid as the change of local_state
 
@@ -303,17 +343,17 @@ class raw_env(TextAECEnv[CodeProblem]):
     def local_state(self, agent: str) -> float:
         """Each role's potential (module docstring, "Local rewards are changes of a potential")."""
         if agent == "coder":
-            checked = [o for o in self.outcomes if o is not None]
-            return sum(o.passed for o in checked) / len(checked) if checked else 0.0
+            checked = [(t, o) for t, o in zip(self.tests, self.outcomes, strict=True) if o is not None]
+            return sum(self.really_passes(t, o) for t, o in checked) / len(checked) if checked else 0.0
         total = len(self.tests) + self.ignored
         if not total:
             return 0.0
-        caught = [outcome for test, ok, outcome in zip(self.tests, self.valid, self.outcomes, strict=True)
-                  if ok and test in self.caught]
-        if self.episode_ending:  # only fixed bugs keep their credit
-            caught = [outcome for outcome in caught if outcome is not None and outcome.passed]
-        credited = len(caught)
-        return (sum(self.valid) + self.config.bug_credit * credited) / total
+        caught = [(test, worth, outcome) for test, worth, outcome in zip(self.tests, self.worth, self.outcomes,
+                                                                         strict=True) if worth and test in self.caught]
+        if self.episode_ending:  # only bugs really fixed keep their credit
+            caught = [(test, worth, outcome) for test, worth, outcome in caught if self.really_passes(test, outcome)]
+        credited = sum(worth for _, worth, _ in caught)
+        return (sum(self.worth) + self.config.bug_credit * credited) / total
 
     def global_reward(self) -> float:
         return sum(o.passed for o in self.hidden) / len(self.hidden) if self.hidden else 0.0
@@ -322,9 +362,10 @@ class raw_env(TextAECEnv[CodeProblem]):
         return bool(self.hidden) and all(o.passed for o in self.hidden)
 
     def is_done(self) -> bool:
-        """Agreement: the coder's code passes every valid test of the tester (at least one)."""
+        """Agreement: the coder's code passes every valid test of the tester (at least one) and
+        the hidden tests, which the tester did not write."""
         checked = [o for o in self.outcomes if o is not None]
-        return self.code is not None and bool(checked) and all(o.passed for o in checked)
+        return self.code is not None and bool(checked) and all(o.passed for o in checked) and self.is_success()
 
     # -------------------------------------------------------------- views
     def role_instructions(self, agent: str) -> str:
@@ -346,8 +387,9 @@ class raw_env(TextAECEnv[CodeProblem]):
                 f"block, e.g. `assert {problem.entry_point}(...) == ...`. Each top-level statement that "
                 f"contains an assert is one test (at most {cfg.max_tests}); other statements (imports, "
                 "helpers) run before the tests that follow them. A test is valid when a correct reference "
-                "solution passes it and it checks what the function returns (it would fail if the results "
-                "were different); you earn credit for valid tests and extra credit for valid tests that "
+                "solution passes it and it checks what the function returns: it would fail if the results "
+                "were different, and it fails on plausible wrong versions of the function (the more of them, "
+                "the more credit); you earn credit for valid tests and extra credit for valid tests that "
                 "catch a bug in the coder's code, which you keep if the coder's final code fixes it. "
                 f"Asserts that never call `{problem.entry_point}` on inputs and check "
                 "the result, and repeated tests, earn nothing."
@@ -404,7 +446,8 @@ class raw_env(TextAECEnv[CodeProblem]):
             if self.tests:
                 limit = self.config.shown_chars
                 vacuous = [i for i, nothing in enumerate(self.checks_nothing) if nothing]
-                invalid = [i for i, ok in enumerate(self.valid) if not ok and i not in vacuous]
+                weak = [i for i, nothing in enumerate(self.kills_nothing) if nothing]
+                invalid = [i for i, ok in enumerate(self.valid) if not ok and i not in vacuous and i not in weak]
                 parts.append(f"Your current tests: {len(self.tests)}, of which {n_valid} are valid.")
                 if invalid:
                     parts += ["Invalid tests (a correct reference solution fails them):",
@@ -413,6 +456,10 @@ class raw_env(TextAECEnv[CodeProblem]):
                     parts += ["Tests that check no result (they still pass when every result of the function "
                               "is changed), so they earn nothing:",
                               *(f"- test {i + 1}: {show_test(self.tests[i], limit)}" for i in vacuous)]
+                if weak:
+                    parts += ["Tests that plausible wrong versions of the function pass too (they check nothing "
+                              "this problem's answer depends on), so they earn nothing:",
+                              *(f"- test {i + 1}: {show_test(self.tests[i], limit)}" for i in weak)]
                 if failing:
                     parts += ["Valid tests the coder's current code fails:", *self.failure_lines(failing)]
                 elif self.code is not None and n_valid:

@@ -619,3 +619,92 @@ def test_parse_tests_never_raises(text):
         for action in (fence(text), text):
             tests, ignored, reason = parse_tests(problem, action)
             assert (reason is None) == bool(tests) and ignored >= 0
+
+
+# ------------------------------------------------- tester artefact tests, coder lookup tables
+FLIP = "HumanEval/27"  # flip_case(string) -> string.swapcase(); 3 hidden tests, the first is ''
+WRONG_FLIP = fence("def flip_case(string: str) -> str:\n    return string")  # passes 1 of 3 hidden tests
+#: Tests that only check the absence of the old perturbation's signature (strings gained "\x00").
+SIGNATURE_TESTS = fence("assert not flip_case('Hello').endswith('\\x00')\n"
+                        "assert not flip_case('ab CD').endswith('\\x00')")
+HONEST_FLIP_TESTS = fence("assert flip_case('aBc') == 'AbC'\nassert flip_case('xY z') == 'Xy Z'\n"
+                          "assert flip_case('abc') == 'ABC'")
+#: The wrong code plus a table of exactly the tester's cases it was shown failing.
+LOOKUP_FLIP = fence("def flip_case(string: str) -> str:\n"
+                    "    table = {'aBc': 'AbC', 'xY z': 'Xy Z', 'abc': 'ABC'}\n"
+                    "    return table.get(string, string)")
+#: An honest second attempt, still wrong (it only uppercases): passes 'abc' and 1 of 3 hidden tests.
+WRONG_FLIP_AGAIN = fence("def flip_case(string: str) -> str:\n"
+                         "    return ''.join(c.upper() if c.islower() else c for c in string)")
+#: One test for any problem: whatever the function returns on a few generic inputs never
+#: carries the perturbation's signature (a string ending in "\x00", a list repeating its last item).
+GENERIC_ARTEFACT_TEST = fence('''def _results():
+    found = []
+    for args in [("abc",), ("a b c",), ("Hello World",), ([1, 2, 3],), ([3, 1, 2],), ([1.0, 2.5, 4.0],), (5,), (12,),
+                 (3, 4), ("abc", "b"), ([1, 2, 3], 2), ("abc", 2)]:
+        try:
+            found.append(candidate(*args))
+        except Exception:
+            pass
+    return found
+assert all(not (isinstance(r, str) and r.endswith("\\x00"))
+           and not (isinstance(r, list) and len(r) > 1 and r[-1] == r[-2]) for r in _results()), candidate''')
+
+
+def _returns(problem_id: str, actions: list[str]) -> tuple[dict[str, float], raw_env]:
+    """Each role's return (everything it was paid) when ``actions`` are played in turn order
+    until the episode ends."""
+    env = fresh(problem_id)
+    returns = dict.fromkeys(env.possible_agents, 0.0)
+    for action in actions:
+        if any(env.terminations.values()) or any(env.truncations.values()):
+            break
+        env.step(action)
+        for agent, reward in env.rewards.items():
+            returns[agent] += reward
+    return returns, env
+
+
+def test_tests_that_check_only_the_perturbations_signature_earn_no_more_than_honest_tests():
+    """HumanEval/27, a wrong coder: a tester whose tests only assert that results do not end
+    in "\\x00" ended the episode by agreement at turn 1 with 1.33 for each role, against
+    0.33 (coder) and 1.33 (tester) with honest tests. Now every mutant of the reference passes
+    those tests: they earn nothing and end nothing."""
+    hack, env = _returns(FLIP, [WRONG_FLIP, SIGNATURE_TESTS] * 4)
+    honest, _ = _returns(FLIP, [WRONG_FLIP, HONEST_FLIP_TESTS] * 4)
+    assert not any(env.terminations.values()) and all(env.truncations.values())
+    assert env.global_reward() == pytest.approx(1 / 3)
+    for role in ("coder", "tester"):
+        assert hack[role] <= honest[role] + 1e-9, (role, hack, honest)
+        assert hack[role] == pytest.approx(env.config.alpha / 3)  # the team part only: no local credit
+
+
+def test_a_coder_that_special_cases_the_shown_tests_earns_no_more_than_an_honest_wrong_attempt():
+    """HumanEval/27: after failing the tester's tests, a coder answering them from a lookup
+    table earned 1.33 (its full local reward, the episode ended by agreement) against 0.67
+    for an honest wrong second attempt, and the tester kept its bug credit for those "fixed"
+    bugs (1.83 against 1.5), while the hidden pass rate stayed at 1/3."""
+    lookup, env = _returns(FLIP, [WRONG_FLIP, HONEST_FLIP_TESTS] + [LOOKUP_FLIP, HONEST_FLIP_TESTS] * 3)
+    honest, _ = _returns(FLIP, [WRONG_FLIP, HONEST_FLIP_TESTS] + [WRONG_FLIP_AGAIN, HONEST_FLIP_TESTS] * 3)
+    assert not any(env.terminations.values()) and env.global_reward() == pytest.approx(1 / 3)
+    for role in ("coder", "tester"):
+        assert lookup[role] <= honest[role] + 1e-9, (role, lookup, honest)
+    assert env.local_state("coder") == pytest.approx(0.0)  # the table's matches do not count
+    solved, _ = _returns(FLIP, [WRONG_FLIP, HONEST_FLIP_TESTS, fence(env.instance.reference)])
+    assert solved["tester"] > honest["tester"]  # a real fix still pays the tester's bug credit
+
+
+@pytest.mark.slow
+def test_a_generic_artefact_test_is_valid_on_almost_no_humaneval_problem():
+    """The same test on every HumanEval train problem: valid on 50 of 128 when validity meant
+    failing on the perturbed reference, on at most a few now that it must kill mutants."""
+    env = raw_env()
+    problems = env.dataset.split("train", env.config.test_percent)
+    valid = []
+    for index, problem in enumerate(problems):
+        env.reset(options={"index": index, "split": "train"})
+        env.step(fence(f"def {problem.entry_point}(*args):\n    return None"))
+        env.step(GENERIC_ARTEFACT_TEST)
+        if env.infos["tester"]["last_action"]["parsed"]["valid"]:
+            valid.append(problem.problem_id)
+    assert len(problems) >= 120 and len(valid) <= 5, valid

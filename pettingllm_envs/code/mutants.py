@@ -1,0 +1,279 @@
+"""Seeded program mutants of a problem's reference solution: the wrong programs a tester's
+test must tell from the right one to earn credit in ``code_v0``.
+
+**Why.** A tester test used to count as valid when it passed on the reference and failed on
+the reference with every result perturbed (:func:`pettingllm_envs.code.driver.perturb`). That
+perturbation has one recognisable signature (strings gain ``"\\x00"``, lists repeat their
+last element), so a test asserting only its absence was "valid" while checking nothing about
+the task: one generic test of that kind was valid on 50 of HumanEval's 128 train problems.
+Mutants are wrong programs with no common signature: each changes one place of the
+reference (an operator, a comparison, a constant, a boundary, a condition, a method, a
+statement, an early return), so a test kills one only by checking behaviour of this
+problem. A test's worth grows with the share of mutants it kills (:func:`kill_credit`).
+
+**How.** :func:`mutant_sources` lists every single-site mutation of the reference
+(:class:`Mutator`, an :class:`ast.NodeTransformer`), keeps a seeded sample (the seed is a
+hash of the problem id and reference, so the mutants are the same in every process and
+run), judges each on the problem's hidden tests (one answering process per mutant, the judge's
+cheapest run) and keeps the *plausible* wrong programs: those that fail at least one and
+pass at least one. A mutant that passes them all may be equivalent to the reference and
+is not a wrong program we can certify; one that fails them all (``return None``, a crash
+on every input) is killed by any test that merely uses a result, the perturbation's
+weakness again, so such mutants serve only where no plausible one was found (14 of the 164
+HumanEval problems). Mutants whose
+run does not answer every call (they loop or kill their process) are dropped too: every
+test run against one would pay the time limit. Mutants with a pattern of hidden verdicts
+not seen yet come first. The result is cached per problem for the process
+(:func:`problem_mutants`), so deep copies and episodes share it and a problem pays for its
+mutants once (12 to 40 one-process sandbox runs: 0.7 s a HumanEval problem on average,
+up to 10 s where many mutants loop).
+
+**Why not a library.** mutmut 3 and cosmic-ray 8 mutate files of a project on disk and
+drive a test command (pytest) per mutant from a session, in subprocesses: neither gives
+an in-process, deterministic "list the mutants of this source string" call, and both
+would cost seconds per problem. Hypothesis generates inputs, not wrong programs (it
+needs a strategy per signature). A small seeded ``ast`` mutator is deterministic, fast
+(milliseconds per problem before judging) and has no dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import math
+import random
+from collections.abc import Callable, Iterator, Sequence
+from threading import Lock
+
+from pettingllm_envs.code.datasets import CodeProblem, Test
+from pettingllm_envs.code.judge import ANSWER_PROGRAM, Outcome, Suite, answer_stdin, one_process_jobs, record_replies
+from pettingllm_envs.sandbox import execute_many
+
+__all__ = ["CANDIDATES", "FULL_CREDIT_SHARE", "MAX_MUTANTS", "Mutator", "kill_credit", "mutant_sources",
+           "problem_mutants", "tests_worth"]
+
+#: Mutants sampled from all single-site mutations and judged on the hidden tests.
+CANDIDATES = 40
+#: Mutants kept per problem: every tester test that counts runs against each of them.
+MAX_MUTANTS = 6
+#: A test killing this share of the mutants (rounded up, at least one) earns full credit;
+#: fewer kills earn proportionally less, none earns nothing.
+FULL_CREDIT_SHARE = 1 / 3
+#: CPU seconds for all of a mutant's hidden-test calls, and wall-clock seconds for its run,
+#: when screening it: one that loops is dropped, and costs no more than this.
+SCREEN_CPU = 0.4
+SCREEN_WALL = 1.0
+#: Candidates screened per sandbox batch; screening stops once enough mutants are kept.
+SCREEN_BATCH = 12
+
+_BINARY_SWAPS: dict[type, tuple[type, ...]] = {
+    ast.Add: (ast.Sub, ast.Mult), ast.Sub: (ast.Add,), ast.Mult: (ast.Add, ast.FloorDiv),
+    ast.Div: (ast.Mult, ast.FloorDiv), ast.FloorDiv: (ast.Div, ast.Mult), ast.Mod: (ast.FloorDiv,),
+    ast.Pow: (ast.Mult,), ast.BitAnd: (ast.BitOr,), ast.BitOr: (ast.BitAnd,), ast.BitXor: (ast.BitOr,),
+    ast.LShift: (ast.RShift,), ast.RShift: (ast.LShift,),
+}
+_COMPARE_SWAPS: dict[type, tuple[type, ...]] = {
+    ast.Lt: (ast.LtE, ast.Gt), ast.LtE: (ast.Lt, ast.GtE), ast.Gt: (ast.GtE, ast.Lt), ast.GtE: (ast.Gt, ast.LtE),
+    ast.Eq: (ast.NotEq,), ast.NotEq: (ast.Eq,), ast.In: (ast.NotIn,), ast.NotIn: (ast.In,), ast.Is: (ast.IsNot,),
+    ast.IsNot: (ast.Is,),
+}
+_NAME_SWAPS = {"min": "max", "max": "min", "any": "all", "all": "any", "sorted": "list"}
+_METHOD_SWAPS = {
+    "upper": ("lower",), "lower": ("upper",), "swapcase": ("upper", "lower"), "isupper": ("islower",),
+    "islower": ("isupper",), "startswith": ("endswith",), "endswith": ("startswith",), "lstrip": ("rstrip",),
+    "rstrip": ("lstrip",), "strip": ("lstrip",), "find": ("rfind",), "rfind": ("find",), "isdigit": ("isalpha",),
+    "isalpha": ("isdigit",), "index": ("count",), "count": ("index",), "append": ("insert",),
+}
+
+Variant = Callable[[ast.AST], ast.AST | list[ast.stmt]]
+
+
+def _is_docstring(node: ast.AST) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def _variants(node: ast.AST) -> Iterator[Variant]:
+    """The single-site mutations of ``node`` (each builds a new node from a copy)."""
+    if isinstance(node, ast.BinOp | ast.AugAssign):
+        for op in _BINARY_SWAPS.get(type(node.op), ()):
+            yield lambda n, op=op: _replaced(n, op=op())
+    elif isinstance(node, ast.Compare):
+        for i, current in enumerate(node.ops):
+            for op in _COMPARE_SWAPS.get(type(current), ()):
+                yield lambda n, i=i, op=op: _replaced(n, ops=[*n.ops[:i], op(), *n.ops[i + 1:]])
+    elif isinstance(node, ast.BoolOp):
+        yield lambda n: _replaced(n, op=ast.Or() if isinstance(n.op, ast.And) else ast.And())
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not | ast.USub):
+        yield lambda n: n.operand
+    elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        yield lambda n: ast.Constant(n.value + 1)
+        yield lambda n: ast.Constant(n.value - 1)
+    elif isinstance(node, ast.Constant) and type(node.value) is bool:
+        yield lambda n: ast.Constant(not n.value)
+    elif isinstance(node, ast.Constant) and type(node.value) is str:
+        yield lambda n: ast.Constant(n.value[1:] if n.value else " ")
+    elif isinstance(node, ast.Name) and node.id in _NAME_SWAPS:
+        yield lambda n: ast.Name(_NAME_SWAPS[n.id], n.ctx)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        for name in _METHOD_SWAPS.get(node.func.attr, ()):
+            yield lambda n, name=name: _replaced(n, func=_replaced(n.func, attr=name))
+        if not node.args and not node.keywords:  # ``x.strip()`` -> ``x``
+            yield lambda n: n.func.value
+    elif isinstance(node, ast.If | ast.While):
+        yield lambda n: _replaced(n, test=ast.UnaryOp(ast.Not(), n.test))
+    elif isinstance(node, ast.For):
+        yield lambda n: _replaced(n, body=[*n.body, ast.Break()])  # the loop runs once
+    elif isinstance(node, ast.Assign | ast.AugAssign | ast.Expr | ast.Return) and not _is_docstring(node):
+        yield lambda n: ast.Pass()  # the statement is dropped
+    if isinstance(node, ast.FunctionDef) and node.args.args:  # early return of the first argument
+        yield lambda n: _replaced(n, body=[*_docstring(n), ast.Return(ast.Name(n.args.args[0].arg, ast.Load())),
+                                           *n.body[len(_docstring(n)):]])
+
+
+def _docstring(node: ast.FunctionDef) -> list[ast.stmt]:
+    return node.body[:1] if node.body and _is_docstring(node.body[0]) else []
+
+
+def _replaced(node: ast.AST, **fields: object) -> ast.AST:
+    new = copy.copy(node)
+    for name, value in fields.items():
+        setattr(new, name, value)
+    return new
+
+
+class Mutator(ast.NodeTransformer):
+    """Applies the ``target``-th single-site mutation of a tree (post-order numbering) and
+    counts the sites; ``target=-1`` only counts."""
+
+    def __init__(self, target: int = -1) -> None:
+        self.target = target
+        self.sites = 0
+
+    def visit(self, node: ast.AST) -> ast.AST | list[ast.stmt]:
+        if _is_docstring(node):
+            return node
+        node = self.generic_visit(node)
+        for variant in _variants(node):
+            if self.sites == self.target:
+                self.sites += 1
+                return variant(node)
+            self.sites += 1
+        return node
+
+
+def _all_mutations(reference: str) -> list[str]:
+    """Every single-site mutant of ``reference`` that compiles and differs from it, once each."""
+    try:
+        tree = ast.parse(reference)
+    except SyntaxError:
+        return []
+    counter = Mutator()
+    counter.visit(copy.deepcopy(tree))
+    original = ast.unparse(tree)
+    found: dict[str, None] = {}
+    for site in range(counter.sites):
+        mutated = Mutator(site).visit(copy.deepcopy(tree))
+        try:
+            source = ast.unparse(ast.fix_missing_locations(mutated))
+            compile(source, "mutant.py", "exec")
+        except (SyntaxError, ValueError, TypeError, AttributeError, RecursionError):
+            continue
+        if source != original:
+            found[source] = None
+    return list(found)
+
+
+def mutant_sources(problem: CodeProblem, *, memory_mb: int = 512, workers: int = 2) -> tuple[str, ...]:
+    """Up to :data:`MAX_MUTANTS` seeded mutants of ``problem``'s reference that fail at least
+    one of its hidden tests and answer every call (see the module docstring)."""
+    candidates = _all_mutations(problem.reference)
+    seed = hashlib.sha256(f"{problem.problem_id}\0{problem.reference}".encode()).digest()
+    random.Random(seed).shuffle(candidates)
+    answerable = _screen(problem, [problem.reference], memory_mb, workers)[0]  # tests with calls known in advance
+    if not any(answerable):
+        return ()
+    distinct: list[str] = []  # the first mutant of each pattern of hidden verdicts
+    repeats: list[str] = []
+    crude: list[str] = []  # fail every hidden test: kept only when no plausible mutant exists
+    seen: set[tuple[bool, ...]] = set()
+    for start in range(0, min(len(candidates), CANDIDATES), SCREEN_BATCH):
+        batch = candidates[start: min(start + SCREEN_BATCH, CANDIDATES)]
+        for code, verdicts in zip(batch, _screen(problem, batch, memory_mb, workers), strict=True):
+            passed = tuple(v for v in verdicts if v is not None)
+            if [v is not None for v in verdicts] != [v is not None for v in answerable] or all(passed):
+                continue
+            if not any(passed):
+                crude.append(code)
+                continue
+            (repeats if passed in seen else distinct).append(code)
+            seen.add(passed)
+        if len(distinct) >= MAX_MUTANTS:
+            break
+    return tuple((distinct + repeats or crude)[:MAX_MUTANTS])
+
+
+def _screen(problem: CodeProblem, codes: list[str], memory_mb: int, workers: int) -> list[list[bool | None]]:
+    """Each code's verdict on each hidden test from one answering process per code (the
+    judge's cheapest run, no driver): None where the run did not answer (it looped or died)
+    or the test's calls are not known in advance."""
+    suites = [Suite(problem, code, problem.tests, trusted=True) for code in codes]
+    outcomes: list[list[Outcome | None]] = [[None] * len(problem.tests) for _ in suites]
+    jobs = one_process_jobs(suites, outcomes)
+    results = execute_many([ANSWER_PROGRAM] * len(jobs), stdins=[answer_stdin(suites[i], list(calls), SCREEN_CPU)
+                                                                 for i, _, calls, _ in jobs],
+                           workers=workers, timeout=SCREEN_WALL, memory_mb=memory_mb)
+    for job, result in zip(jobs, results, strict=True):
+        record_replies(job, result, suites[job[0]], outcomes, 40)
+    return [[None if o is None else o.passed for o in mine] for mine in outcomes]
+
+
+_cache: dict[tuple[str, str], tuple[str, ...]] = {}
+_cache_lock = Lock()
+
+
+def problem_mutants(problem: CodeProblem, *, memory_mb: int = 512, workers: int = 2) -> tuple[str, ...]:
+    """:func:`mutant_sources`, computed once per problem and process (function style only;
+    a stdio problem has none: its tests compare the whole output)."""
+    if problem.style != "function":
+        return ()
+    key = (problem.problem_id, hashlib.sha256(problem.reference.encode()).hexdigest())
+    with _cache_lock:
+        known = _cache.get(key)
+    if known is None:
+        known = mutant_sources(problem, memory_mb=memory_mb, workers=workers)
+        with _cache_lock:
+            known = _cache.setdefault(key, known)
+    return known
+
+
+def kill_credit(kills: int, mutants: int) -> float:
+    """A valid test's credit in [0, 1] from how many of the problem's ``mutants`` it kills:
+    full at :data:`FULL_CREDIT_SHARE` of them, proportionally less below, 0 for none."""
+    if not mutants:
+        return 1.0
+    return min(1.0, kills / _full_credit_kills(mutants))
+
+
+def _full_credit_kills(mutants: int) -> int:
+    return max(1, math.ceil(FULL_CREDIT_SHARE * mutants))
+
+
+def tests_worth(mutants: Sequence[str], tests: Sequence[Test], checking: Sequence[bool],
+                judge: Callable[[list[tuple[str, Test]]], list[Outcome]]) -> tuple[float, ...]:
+    """Each test's credit: 0 unless ``checking`` (the reference passes it and it checks a
+    result), else :func:`kill_credit` of the ``mutants`` it kills; ``judge`` gives the
+    verdicts of (code, test) pairs. With no mutants (stdio) a checking test gets full credit.
+    Credit stops growing at :func:`_full_credit_kills`, so the first that many mutants run
+    first and the rest only against tests that did not kill them all (a third of the runs
+    for a tester whose tests are good)."""
+    need = _full_credit_kills(len(mutants))
+    kills = dict.fromkeys((i for i, ok in enumerate(checking) if ok), 0)
+    for wave in (mutants[:need], mutants[need:]):
+        pending = [i for i, killed in kills.items() if killed < need]
+        if not wave or not pending:
+            continue
+        verdicts = judge([(m, tests[i]) for i in pending for m in wave])
+        for k, i in enumerate(pending):
+            kills[i] += sum(not o.passed for o in verdicts[k * len(wave): (k + 1) * len(wave)])
+    return tuple(kill_credit(kills[i], len(mutants)) if i in kills else 0.0 for i in range(len(tests)))
