@@ -18,11 +18,11 @@ import pytest
 import pettingllm_envs
 from pettingllm_envs.cli import build_parser, main
 from pettingllm_envs.cli.errors import DefaultsHelpFormatter, UsageError
-from pettingllm_envs.cli.play import read_move
 from pettingllm_envs.cli.plugins import command_parser, discover
 from pettingllm_envs.extras import wheel_name
 from pettingllm_envs.policies import scripted_policy
 from pettingllm_envs.progress import PlainBar
+from pettingllm_envs.terminal import read_move
 
 #: A Sphinx double-backtick literal (a code fence ``` is three backticks, and allowed).
 RST_LITERAL = re.compile(r"(?<!`)``(?!`)")

@@ -410,7 +410,9 @@ def test_coder_reward_varies_with_its_code():
     rewards = branch_results(env, "coder", {"correct": CORRECT_ADD, "wrong": WRONG_ADD, "junk": "I would add them."})
     assert rewards["correct"]["reward_local"] == 1.0 - 0.5 and rewards["wrong"]["reward_local"] == 0.5 - 0.5
     assert rewards["correct"]["team_state"] == 1.0 > rewards["wrong"]["team_state"] > 0
-    assert rewards["junk"]["reward_local"] == -env.config.format_penalty and not rewards["junk"]["valid"]
+    # junk withdraws the code: its pass rate falls from 0.5 to 0, on top of the format penalty
+    assert rewards["junk"]["reward_local"] == -0.5 - env.config.format_penalty and not rewards["junk"]["valid"]
+    assert rewards["junk"]["team_state"] == 0.0
     assert rewards["correct"]["reward"] > rewards["wrong"]["reward"] > rewards["junk"]["reward"]
 
 
@@ -434,9 +436,10 @@ def test_tester_reward_later_in_the_episode_is_the_change_its_tests_make():
     assert before == pytest.approx((2 + bug_credit) / 3)
     rewards = {name: result["reward_local"] for name, result in branch_results(env, "tester", TESTER_ACTIONS).items()}
     # "valid": the wrong code passes those tests and the episode ends; add(7, 1) was caught
-    # by MIXED_TESTS but is no longer a current test, so it is not credited.
+    # by MIXED_TESTS but is no longer a current test, so it is not credited. "junk" withdraws
+    # the tests the tester had: its potential falls to 0, on top of the format penalty.
     assert rewards == pytest.approx({"catching": 1.0 + bug_credit / 2 - before, "valid": 1.0 - before,
-                                     "invalid": 0.5 - before, "junk": -env.config.format_penalty})
+                                     "invalid": 0.5 - before, "junk": -before - env.config.format_penalty})
 
 
 def _play(env: raw_env, actions: list[str]) -> dict[str, float]:

@@ -12,9 +12,9 @@ import time
 import pytest
 
 from pettingllm_envs.math import verify
+from pettingllm_envs.math.symbolic import _verify_fallback
 from pettingllm_envs.math.verify import (
     MATH_VERIFY_AVAILABLE,
-    _verify_fallback,
     extract_boxed,
     normalize_answer,
     parse_number,

@@ -37,13 +37,13 @@ from typing import Any, ClassVar, Literal
 
 from pettingllm_envs.cli.options import bool_word
 from trainers.advantages import GroupBy, Normalize  # their one definition, with the maths
-from trainers.generation.factory import BACKENDS, backend_class
+from trainers.generation.backends import BACKENDS, backend
 
 RolloutMode = Literal["tree", "independent"]
 Selection = Literal["greedy", "random"]
 Aggregation = Literal["token_mean", "sequence_mean", "dr_grpo"]
 Regime = Literal["shared", "per_role"]
-#: The backends of :data:`trainers.generation.factory.BACKENDS`, the one list of them.
+#: The backends of :data:`trainers.generation.backends.BACKENDS`, the one list of them.
 GenerationBackend = Literal[tuple(BACKENDS)]  # type: ignore[valid-type]
 ImportanceSampling = Literal["auto", "truncated", "none"]
 
@@ -294,7 +294,7 @@ class TrainConfig(PolicyConfig):
         if self.generation_backend == "openai" and not self.openai_base_url.strip():
             raise ConfigError("generation_backend='openai' needs openai_base_url (the server root including /v1)")
         if self.steps > 0 and not self.off_policy_generation \
-                and not backend_class(self.generation_backend).follows_updates:
+                and not backend(self.generation_backend).follows_updates:
             raise ConfigError(f"generation_backend={self.generation_backend!r} cannot load the trainer's weights, "
                               "so every step after the first would train on a stale policy's samples: set "
                               "off_policy_generation=true to train off-policy (truncated IS against the server's "
@@ -305,7 +305,7 @@ class TrainConfig(PolicyConfig):
     def uses_truncated_is(self) -> bool:
         """Whether the update weighs tokens by truncated importance sampling (``importance_sampling``)."""
         if self.importance_sampling == "auto":  # whenever the sampler is not the trained model itself
-            return backend_class(self.generation_backend).logprob_source != "exact"
+            return backend(self.generation_backend).logprob_source != "exact"
         return self.importance_sampling == "truncated"
 
     def policy_for_roles(self, roles: Sequence[str]) -> dict[str, str]:

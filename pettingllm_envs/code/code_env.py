@@ -85,8 +85,10 @@ reward is its L after the action minus a constant.
   repeating tests (duplicates are ignored asserts, and the
   same tests next turn change nothing), enumerating them (``max_tests``), or replacing and
   restoring them (a potential: going away and back nets 0) cannot raise L above ``1 +
-  bug_credit``. An empty or unparseable action keeps the previous tests (or code) and costs
-  ``format_penalty``, so it earns less than submitting them again.
+  bug_credit``. An empty or unparseable action withdraws the role's tests (or code) and
+  costs ``format_penalty`` (``before_action``): kept, they would make junk the safe fallback
+  once they are good, since wrong code or tests replace them and lose L (and G) while junk
+  would not. So junk earns less than any well-formed attempt.
 
 **Failed versus solved episodes.** The team part is the base class's potential-based
 reward (every role is paid ``alpha`` times the change of the hidden pass rate), so over an
@@ -238,8 +240,8 @@ class raw_env(TextAECEnv[CodeProblem]):
         return problems[index % len(problems)]
 
     def start_episode(self, problem: CodeProblem) -> None:
-        # All immutable, so deep copies are cheap. An invalid action leaves them unchanged:
-        # the "current" code and tests are the latest ones that parsed.
+        # All immutable, so deep copies are cheap. Each action of a role replaces its code or
+        # tests (an unparseable one withdraws them: before_action).
         self.code: str | None = None  # the coder's current code
         self.hidden: tuple[Outcome, ...] = ()  # that code on the hidden tests
         self.tests: tuple[Test, ...] = ()  # the tester's current tests
@@ -277,6 +279,14 @@ class raw_env(TextAECEnv[CodeProblem]):
             (o.passed for o in self.hidden), before, strict=True))
 
     # -------------------------------------------------------------- actions
+    def before_action(self, agent: str) -> None:
+        if agent == "coder":
+            self.code, self.hidden = None, ()
+            self.outcomes = (None,) * len(self.tests)
+        else:
+            self.tests, self.worth, self.valid, self.checks_nothing, self.kills_nothing = (), (), (), (), ()
+            self.outcomes, self.ignored = (), 0
+
     def apply_action(self, agent: str, text: str) -> ActionResult:
         if agent == "coder":
             return self._apply_coder(text)
@@ -286,7 +296,7 @@ class raw_env(TextAECEnv[CodeProblem]):
         code, missing = find_code_block(text)
         if code is None:
             return ActionResult(-self.config.format_penalty, valid=False,
-                                invalid_reason=f"{missing}; the previous code stays")
+                                invalid_reason=f"{missing}; the coder has no code until it writes some")
         problem = self.instance
         checked = [i for i, valid in enumerate(self.valid) if valid]
         results = self.run([(code, t) for t in problem.tests] + [(code, self.tests[i]) for i in checked])
@@ -306,7 +316,8 @@ class raw_env(TextAECEnv[CodeProblem]):
         cfg, problem = self.config, self.instance
         tests, ignored, reason = parse_tests(problem, text)
         if reason is not None:
-            return ActionResult(-cfg.format_penalty, valid=False, invalid_reason=f"{reason}; the previous tests stay")
+            return ActionResult(-cfg.format_penalty, valid=False,
+                                invalid_reason=f"{reason}; the tester has no tests until it writes some")
         dropped = max(0, len(tests) - cfg.max_tests)
         tests = tests[: cfg.max_tests]
         n = len(tests)

@@ -42,14 +42,10 @@ class AnswerTeamEnv(TextAECEnv[ProblemT]):
         self.team_answer: str | None = None
         self.team_correct = False
 
-    def step(self, action: Any) -> None:
-        """Withdraw the acting role's answer, then step: an action that gives an answer records
-        it, any other (the base class's rejections included, which never reach
-        ``apply_action``) leaves the role and the team without one (see the module docstring)."""
-        agent = self.agent_selection
-        if not (self.terminations[agent] or self.truncations[agent]):
-            self.withdraw_answer(agent)
-        super().step(action)
+    def before_action(self, agent: str) -> None:
+        """Every action replaces the role's answer: an action that gives one records it, any
+        other (the base class's rejections included) leaves the role and the team without one."""
+        self.withdraw_answer(agent)
 
     def withdraw_answer(self, agent: str) -> None:
         """``agent`` has no answer and the team has none (the latest action gave none)."""

@@ -11,6 +11,8 @@ hook                        what it does
 ``load_instance(i, split)`` problem ``i`` of a split (override for datasets)
 ``start_episode(instance)`` set up the episode state
 ``apply_action(agent, s)``  parse and apply one action, return an :class:`ActionResult`
+``before_action(a)``        clear what role ``a`` holds that every action of it replaces
+                            (an answer, code, tests), before its action is read
 ``global_reward()``         the team's task state G in [0, 1], the same for every role
 ``team_state(a)``           G from role ``a``'s side (defaults to ``global_reward()``;
                             competitive envs override it)
@@ -66,14 +68,8 @@ Semantics (docs/design.md §3):
   state differently (e.g. take back credit that only a later fix would have earned).
 * An action that is not a string, is longer than ``max_action_chars``, or that the env
   cannot parse costs ``format_penalty`` (in ``local``) and never raises.
-* Incremental chat, for append-only chat libraries (and their prefix caches): besides the
-  full prompt ``infos[a]["messages"]``, ``infos[a]["kept_messages"]`` (k) and
-  ``infos[a]["new_messages"]`` say how to get it from the chat role ``a`` was shown at its
-  previous turn P: ``messages == P[:k] + new_messages``. On a role's first turn k is 0 and
-  ``new_messages`` the whole prompt. ``infos[a]["prompt_reset"]`` is True when the prompt was
-  not append-only (k < len(P): a message of P was rewritten, as the task view is when the state
-  it shows changed), so a caller that kept P must drop its tail; the instructions (the system
-  message) are kept whenever they did not change.
+* ``infos[a]`` also says what is new in the chat since role ``a``'s previous turn
+  (``kept_messages``, ``new_messages``, ``prompt_reset``: :mod:`pettingllm_envs.core.chat_increment`).
 """
 
 from __future__ import annotations
@@ -87,7 +83,7 @@ import numpy as np
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 
-from pettingllm_envs.core import process_shared
+from pettingllm_envs.core import chat_increment, process_shared
 from pettingllm_envs.core.instances import SPLITS, Split, draw_instance
 from pettingllm_envs.core.spaces import TextObservation, UnicodeText
 
@@ -265,6 +261,13 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
     def apply_action(self, agent: str, text: str) -> ActionResult:
         raise NotImplementedError
 
+    def before_action(self, agent: str) -> None:
+        """Called at each live step of ``agent`` before its action is read. An env whose roles
+        hold something that every action replaces (an answer, code, tests) clears it here, so
+        that an action it cannot read, including one refused before ``apply_action`` (not a
+        string, too long), leaves the role with nothing. Kept instead, junk would be the safe
+        fallback once the held thing is good: a wrong attempt loses it, junk would not."""
+
     def global_reward(self) -> float:
         raise NotImplementedError
 
@@ -394,7 +397,7 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
         self.agent_selection = self.agents[0]
         self.episode_ending = False
         self._team_credit: dict[str, float] = {}
-        self._prompts_shown: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._prompts_shown: dict[str, chat_increment.FrozenChat] = {}
         self.start_episode(self.instance)
         self._team_state = self._team_states()
         self._local_state = self._local_states()
@@ -411,6 +414,7 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
             self._was_dead_step(action)
             return
         self._cumulative_rewards[agent] = 0.0
+        self.before_action(agent)
         text, reason = self._coerce_action(action)
         if reason is not None:
             result = ActionResult(-self.config.format_penalty, valid=False, invalid_reason=reason)
@@ -529,6 +533,9 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
             {"role": "system", "content": self.role_instructions(agent)},
             {"role": "user", "content": self.task_view(agent)},
         ]
+        new = chat_increment.increment(self._prompts_shown.get(agent, ()), messages)
+        if agent == self.agent_selection:  # the chat it acts on: the reference of its next turn
+            self._prompts_shown[agent] = chat_increment.freeze(messages)
         return {
             "env_id": self.metadata["name"],
             "index": self.index,
@@ -536,23 +543,9 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
             "turn": self.turn,
             "role": agent,
             "messages": messages,
-            **self._chat_increment(agent, messages),
+            **new,
             "last_action": last_action,
             "team_credit": self._team_credit.get(agent, 0.0),
             "success": bool(self.is_success(agent)),
             **self.extra_info(agent),
         }
-
-    def _chat_increment(self, agent: str, messages: list[dict[str, str]]) -> dict[str, Any]:
-        """``kept_messages``, ``new_messages`` and ``prompt_reset`` of ``agent``'s chat against the
-        chat it was shown at its previous turn (module docstring). The chat of a selected agent
-        is the one it acts on, so it becomes the reference of the agent's next turn."""
-        previous = self._prompts_shown.get(agent, ())
-        current = tuple((m["role"], m["content"]) for m in messages)
-        kept = 0
-        while kept < min(len(previous), len(current)) and previous[kept] == current[kept]:
-            kept += 1
-        if agent == self.agent_selection:
-            self._prompts_shown[agent] = current
-        return {"new_messages": [dict(m) for m in messages[kept:]], "kept_messages": kept,
-                "prompt_reset": kept < len(previous)}

@@ -1,6 +1,6 @@
 """Symbolic answer comparison in a child process, bounded in wall-clock time from any thread.
 
-SymPy (through math-verify or the restricted parser of :mod:`.verify`) can spend unbounded
+SymPy (through math-verify or the restricted parser of :mod:`.symbolic`) can spend unbounded
 time on a short answer: ``(x+1)^{5000}`` expands, ``\\binom{10^9}{5 \\cdot 10^8}`` and
 ``(10^{10})!`` evaluate exactly. math-verify's own timeouts use ``signal.alarm``, which
 works only in the main thread, and no Python-level timeout interrupts a long C call (a big
@@ -30,6 +30,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from pettingllm_envs.math.symbolic import symbolic_equal
 
 #: Longest a caller waits for one comparison; an overrun counts as "not equal".
 WALL_SECONDS = 5.0
@@ -131,15 +133,13 @@ atexit.register(_POOL.close)
 def bounded_symbolic_equal(
     answer: str, gold: str, use_math_verify: bool, seconds: float = WALL_SECONDS
 ) -> bool | None:
-    """:func:`pettingllm_envs.math.verify.symbolic_equal` of the two normalised answers, computed
+    """:func:`pettingllm_envs.math.symbolic.symbolic_equal` of the two normalised answers, computed
     in a child process: its verdict, or None when it could not decide within ``seconds``."""
     return _POOL.compare([answer, gold, use_math_verify], seconds)
 
 
 def _serve() -> None:
     """The child's loop: read requests until end of input, answer each on one line."""
-    from pettingllm_envs.math.verify import symbolic_equal  # the child's only heavy import
-
     for line in sys.stdin.buffer:
         used = resource.getrusage(resource.RUSAGE_SELF)
         limit = int(used.ru_utime + used.ru_stime) + CPU_SECONDS_PER_REQUEST

@@ -182,10 +182,7 @@ def return_repeating(env: Any, agent: str, action: Action) -> float:
 
 
 #: Envs where junk still beats the trivial wrong attempt, and why (strict: fixing one fails the test).
-OPEN = {
-    "code_v0": "an unparseable action keeps the role's previous code or tests (-0.5), while wrong code or tests "
-               "replace them and lose the role's potential L (tester: -1.5 against -0.5 for junk)",
-}
+OPEN: dict[str, str] = {}  # env id -> why junk still beats a wrong attempt there (a strict xfail until fixed)
 
 
 @pytest.mark.slow

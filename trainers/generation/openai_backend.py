@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pettingllm_envs.evaluation.openai_policy import EndpointError, post_json
+from trainers.generation.backends import BACKENDS
 from trainers.generation.chat_tokens import encode_plain
 from trainers.generation.protocol import Generation, LogprobSource, check_seeds
 
@@ -121,8 +122,8 @@ def parse_completion(payload: dict[str, Any], *, where: str, tokenize: Any, stop
 class OpenAIGenerator:
     """:class:`trainers.generation.protocol.Generator` over an OpenAI-compatible server (see the module docstring)."""
 
-    follows_updates = False
-    logprob_source: LogprobSource = "engine"
+    follows_updates = BACKENDS["openai"].follows_updates
+    logprob_source: LogprobSource = BACKENDS["openai"].logprob_source
 
     def __init__(self, base_url: str, model: str, *, tokenizer: Any, stop_token_ids: Sequence[int],
                  temperature: float, max_new_tokens: int, vocab_size: int | None = None, concurrency: int = 8,

@@ -4,7 +4,7 @@ A backend samples completions of token-id prompts for a named policy and, after 
 optimiser step, is told the policy's new weights. The trainer, the prompt-conditioned
 trainer, M-GRPO and self-consistency all sample through this interface and nothing else,
 so a new backend (another engine, a remote server, a pool of actors) is one module that
-implements it plus one line in :data:`trainers.generation.factory.BACKENDS`.
+implements it plus one entry in :data:`trainers.generation.backends.BACKENDS`.
 
 Shapes (all backends agree, the tests check each one):
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trainers.config import TrainConfig
+from trainers.generation.backends import BACKENDS
 from trainers.generation.protocol import Generation, LogprobSource
 from trainers.policy import PolicySet
 
@@ -22,8 +23,8 @@ from trainers.policy import PolicySet
 class TransformersGenerator:
     """:class:`trainers.generation.protocol.Generator` over a :class:`PolicySet`."""
 
-    follows_updates = True
-    logprob_source: LogprobSource = "exact"
+    follows_updates = BACKENDS["transformers"].follows_updates
+    logprob_source: LogprobSource = BACKENDS["transformers"].logprob_source
 
     def __init__(self, policies: PolicySet) -> None:
         self.policies = policies

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainers.generation.backends import BACKENDS
 from trainers.generation.protocol import BackendUnavailable, Generation, LogprobSource, check_seeds
 
 if TYPE_CHECKING:
@@ -97,8 +98,8 @@ def _engine_arguments() -> set[str]:
 class VLLMGenerator:
     """Samples ``n`` completions per prompt with vLLM; the protocol's shapes (see the module docstring)."""
 
-    follows_updates = True
-    logprob_source: LogprobSource = "engine"
+    follows_updates = BACKENDS["vllm"].follows_updates
+    logprob_source: LogprobSource = BACKENDS["vllm"].logprob_source
 
     def __init__(
         self,
