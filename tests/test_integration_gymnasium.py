@@ -84,3 +84,22 @@ def test_an_episode_the_other_roles_finish_ends_on_the_next_step():
     assert info["last_action"] is None  # "second" never acted
     _, reward, terminated, truncated, _ = env.step("ignored")
     assert terminated and not truncated and reward == 0.0
+
+
+class _FirstAnswerPaysAndEnds(_FirstAnswerEnds):
+    """The first role's right answer sets the team state to 1 and ends the episode."""
+
+    def global_reward(self) -> float:
+        return 1.0 if self.correct["first"] else 0.0
+
+
+def test_what_the_other_roles_paid_before_an_early_end_is_paid_once():
+    """The second role never acts, but the first's answer paid it alpha * ΔG = 1: its return is 1,
+    as in the AEC episode (it was paid twice, 2.0, when reset and step both read last())."""
+    aec = wrap_env(_FirstAnswerPaysAndEnds(max_turns=3, alpha=1.0))
+    reference = play_episode(wrap_env(_FirstAnswerPaysAndEnds(max_turns=3, alpha=1.0)),
+                             lambda obs, agent, info: "7", seed=0)
+    env = RoleEnv(aec, "second", lambda obs, agent, info: "7")
+    env.reset(seed=0)
+    _, reward, terminated, _, _ = env.step("ignored")
+    assert terminated and reward == pytest.approx(reference.total_reward("second")) == pytest.approx(1.0)

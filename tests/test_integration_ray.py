@@ -78,3 +78,18 @@ def test_sandbox_batches_on_actors_give_the_local_verdicts(backend):
     assert backend.execute_many([]) == []
     with pytest.raises(ValueError, match="one entry per program"):
         backend.execute_many(["print(1)"], stdins=[])
+
+
+def test_the_default_actor_count_is_capped_and_set_by_a_variable(monkeypatch):
+    from pettingllm_envs.integrations.ray_backend import DEFAULT_MAX_WORKERS, WORKERS_VARIABLE, default_workers
+
+    monkeypatch.delenv(WORKERS_VARIABLE, raising=False)
+    assert default_workers(2) == 2 and default_workers(0.5) == 1
+    assert default_workers(256) == DEFAULT_MAX_WORKERS  # was one actor per CPU: 256
+    assert default_workers(16, cpus_per_worker=4) == 4
+    monkeypatch.setenv(WORKERS_VARIABLE, "32")
+    assert default_workers(2) == 32
+    for bad in ("0", "many", "-3"):
+        monkeypatch.setenv(WORKERS_VARIABLE, bad)
+        with pytest.raises(ValueError, match=WORKERS_VARIABLE):
+            default_workers(2)

@@ -15,8 +15,10 @@ with reward functions. That maps onto our envs as a one-action episode per compl
 
 All completions of one prompt share problem and history, which is GRPO's assumption, and
 the env is the only judge, so any registered env trains this way. Multi-turn training (the
-role acting again after feedback) and several roles at once are what the AT-GRPO trainer
-(``pettingllm train``) is for. Needs ``trl`` (``pip install 'pettingllm-envs[trl]'``).
+role acting again after feedback, by tool calls) and several roles at once go through TRL's
+``environment_factory`` (:mod:`trainers.integrations.trl_env`); tree-structured branching and
+per-turn credit are the AT-GRPO trainer's (``pettingllm train``). Needs ``trl`` (the trl extra:
+``pip install -e '.[trl]'`` in a checkout).
 """
 
 from __future__ import annotations

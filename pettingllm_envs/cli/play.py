@@ -18,38 +18,13 @@ from pettingllm_envs.cli.checks import check_env_config, parse_env_kwargs
 from pettingllm_envs.cli.env_support import env_roles, oracle, require_text_actions, split_config
 from pettingllm_envs.cli.errors import UsageError, did_you_mean
 from pettingllm_envs.registry import env_module, make
-
-FENCE = "```"
-RULE = "=" * 72
+from pettingllm_envs.seats import HumanSeat, make_seat
+from pettingllm_envs.terminal import RULE
 
 
 def default_role(env_id: str) -> str:
     """The role a person plays by default: the env's ``human_role``, else its first role."""
     return getattr(getattr(env_module(env_id), "raw_env", None), "human_role", None) or env_roles(env_id)[0]
-
-
-def read_move(stream: TextIO, out: TextIO) -> str | None:
-    """One move from ``stream``: a single line, or a fenced block (```` ```lang ```` ... ```` ``` ````,
-    or ended by a line ``.``, which closes the fence). None at end of input."""
-    first = stream.readline()
-    if not first:
-        return None
-    first = first.rstrip("\n")
-    if not first.strip().startswith(FENCE):
-        return first
-    lines = [first]
-    for line in iter(stream.readline, ""):
-        line = line.rstrip("\n")
-        if line.strip() == ".":
-            lines.append(FENCE)
-            break
-        lines.append(line)
-        if line.strip() == FENCE:
-            break
-    else:
-        print("(input ended inside the code block; it was closed for you)", file=out)
-        lines.append(FENCE)
-    return "\n".join(lines)
 
 
 def outcome_words(info: dict[str, Any], solved: bool) -> str:
@@ -72,13 +47,15 @@ def play(args: argparse.Namespace, stdin: TextIO, out: TextIO) -> int:
         raise UsageError(f"{args.env_id} has no role {human!r}{did_you_mean(human, roles)} (roles: {', '.join(roles)})")
     env = make(args.env_id, **split_config(args.env_id, args.split), **env_kwargs)
     require_text_actions(args.env_id, env, "play")  # a move is a line the person types
-    scripted = oracle(args.env_id, "play (for the roles you do not play)") if len(roles) > 1 else None
+    if len(roles) > 1:
+        oracle(args.env_id, "play (for the roles you do not play)")  # a one-line error when the env has none
+    seats = {r: make_seat("scripted", args.env_id) for r in roles if r != human}
+    person = HumanSeat(stdin, out)
     env.reset(seed=args.seed)
     others = ", ".join(r for r in roles if r != human) or "nobody"
     print(f"You play {human} in {args.env_id} (problem {args.seed} of the {args.split} split); "
           f"the scripted oracle plays {others}.", file=out)
     print("A move is one line; start it with ``` for a code block and end that with ``` or a line '.'.", file=out)
-    shown_instructions = False
     final_info: dict[str, Any] = {}
     cut_short = False
     for agent in env.agent_iter():
@@ -89,21 +66,14 @@ def play(args: argparse.Namespace, stdin: TextIO, out: TextIO) -> int:
             env.step(None)
             continue
         if agent == human:
-            print(RULE, file=out)
-            messages = info.get("messages")
-            # The instructions do not change: show them once, then only the task view.
-            view = observation if not shown_instructions or not messages else messages[-1]["content"]
-            shown_instructions = True
-            print(view, file=out)
-            print(f"[{agent}] your move:", file=out, flush=True)
-            action = read_move(stdin, out)
-            if action is None:
+            try:
+                action = person(observation, agent, info)
+            except EOFError:
                 print("input ended before the episode did: stopped", file=out)
                 env.close()
                 return 0
         else:
-            assert scripted is not None  # another role than the person's acts: the env has several
-            action = scripted(observation, agent, info)
+            action = seats[agent](observation, agent, info)
             print(f"--- {agent} (scripted) ---\n{action}", file=out)
         env.step(action)
         last = env.infos.get(agent, {}).get("last_action")

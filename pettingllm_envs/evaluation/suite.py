@@ -13,7 +13,7 @@ actions the env accepted (``valid_action_rate``), sizes and time, and the raw ``
 in order (``{"agent", "text"}``, each cut to :data:`REPLY_CHARS` characters with a marker
 saying how many were dropped): the first things to read when a real model scores zero.
 
-Policies are named by a spec string:
+Policies are named by a seat spec string (parsed by :func:`pettingllm_envs.seats.build_policy`):
 
 =============================  =====================================================
 ``scripted``                   the env's oracle (``scripted_policy(env_id)``)
@@ -35,21 +35,18 @@ import statistics
 import sys
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from pettingzoo import AECEnv
-
 from pettingllm_envs.episodes import play_episode
-from pettingllm_envs.evaluation.openai_policy import OpenAIChatPolicy
-from pettingllm_envs.evaluation.single_agent import SingleAgentPolicy
-from pettingllm_envs.policies import NAMED_POLICIES, Policy, random_policy, scripted_policy
+from pettingllm_envs.extras import extra_hint
+from pettingllm_envs.policies import NAMED_POLICIES
 from pettingllm_envs.progress import progress_bar
 from pettingllm_envs.registry import env_module, list_envs, make
+from pettingllm_envs.seats import build_policy
 
 RECORDS = "episodes.jsonl"
 #: Characters of each raw reply kept in a record; the rest is replaced by a marker.
@@ -76,59 +73,6 @@ class SuiteConfig:
     """Completion budget for model policies."""
     env_config: dict[str, Any] = field(default_factory=dict)
     """Extra config for every env (e.g. ``{"max_turns": 2}``)."""
-
-
-#: Entry-point group of the model backends behind ``<name>:<argument>`` policy specs: the
-#: entry point ``name`` is ``completer(argument, *, max_tokens, usage) -> complete(messages) -> str``.
-#: The env package loads no model itself; ``hf`` is the trainer's in-process sampler (greedy),
-#: declared in pyproject.toml.
-MODEL_POLICIES = "pettingllm.model_policies"
-
-
-def _model_completer(name: str, argument: str, max_tokens: int,
-                     usage: dict[str, int]) -> Callable[[list[dict[str, str]]], str]:
-    found = [ep for ep in entry_points(group=MODEL_POLICIES) if ep.name == name]
-    if not found:
-        raise SystemExit(f"{name}: policies need the train extra: pip install 'pettingllm-envs[train]'")
-    return found[0].load()(argument, max_tokens=max_tokens, usage=usage)
-
-
-def build_policy(spec: str, env_id: str, mode: str, max_tokens: int, seed: int,
-                 episode_env: AECEnv | None = None) -> tuple[Policy, dict[str, int]]:
-    """The policy that ``spec`` names, for one episode of ``env_id`` in ``mode``, and the
-    token usage it accumulates (model policies only; empty for scripted and random).
-
-    ``episode_env`` is that episode's env, already reset: the single-agent prompt takes each
-    role's instructions from it, because they can hold the episode's own rules and the env's
-    config (textarena_v0's game and private resources, reasoning_gym_v0's dataset). Without it
-    (checking a spec) they come from problem 0 of the default config."""
-    if spec in NAMED_POLICIES:
-        if mode != "multi":
-            raise ValueError(f"mode {mode!r} is only defined for model policies, not {spec!r}")
-        return (scripted_policy(env_id) if spec == "scripted" else random_policy(seed)), {}
-    usage = {"prompt_tokens": 0, "completion_tokens": 0}
-    if spec.startswith("openai:"):
-        model, _, base_url = spec[len("openai:"):].partition("@")
-        if not model or not base_url:
-            raise ValueError("openai policy spec is openai:<model>@<base_url>")
-        client = OpenAIChatPolicy(base_url=base_url, model=model, max_tokens=max_tokens, usage=usage)
-        complete: Callable[[list[dict[str, str]]], str] = client.complete
-        multi: Policy = client
-    elif spec.startswith("hf:"):
-        complete = _model_completer("hf", spec[3:], max_tokens, usage)
-
-        def multi(observation: str, agent: str, info: dict[str, Any]) -> str:
-            return complete(info.get("messages") or [{"role": "user", "content": str(observation)}])
-    else:
-        raise ValueError(f"unknown policy spec {spec!r}")
-    if mode == "multi":
-        return multi, usage
-    if episode_env is None:
-        episode_env = make(env_id)
-        episode_env.reset(seed=0)
-    raw = episode_env.unwrapped
-    instructions = {r: raw.role_instructions(r) for r in raw.possible_agents}
-    return SingleAgentPolicy(complete, raw.possible_agents, instructions), usage
 
 
 def _config_key(env_config: dict[str, Any]) -> str:
@@ -321,6 +265,8 @@ def write_report(rows: Sequence[dict[str, Any]], out: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        print(f"success.png not written: the plot needs matplotlib, which comes with {extra_hint('train')}",
+              file=sys.stderr)
         return
     labels = sorted({(r["policy"], r["mode"]) for r in rows})
     envs = sorted({r["env"] for r in rows})

@@ -3,9 +3,9 @@
 Single-agent RL libraries (and anything that speaks Gymnasium) see the world from one
 agent's seat. :class:`RoleEnv` gives them that seat: ``step(action)`` applies the role's
 action, then plays every other role with the given policies until it is this role's turn
-again or the episode ends. The other roles are part of the environment's dynamics, so
-they should be deterministic (the default, each env's scripted oracle, is) for seeded
-resets to be reproducible.
+again or the episode ends (a :class:`~pettingllm_envs.seats.SeatedEpisode` with this role as its
+learner). The other roles are part of the environment's dynamics, so they should be deterministic
+(the default, each env's scripted oracle, is) for seeded resets to be reproducible.
 
 Gymnasium ids ``pettingllm/<env_id>`` are registered when this package is imported, with
 the role as a keyword: ``gymnasium.make("pettingllm/plan_path_v0", role="planner")``.
@@ -24,6 +24,7 @@ from pettingzoo import AECEnv
 from pettingllm_envs.core.spaces import TextObservation
 from pettingllm_envs.policies import Policy, scripted_policy
 from pettingllm_envs.registry import list_envs, make
+from pettingllm_envs.seats import SeatedEpisode, SeatTurn
 
 #: Gymnasium namespace of the registered ids.
 GYM_NAMESPACE = "pettingllm"
@@ -85,9 +86,11 @@ class RoleEnv(gymnasium.Env[TextObservation, str]):
         self.other_policies: dict[str, Policy] = {r: other_policies[r] for r in self.others}
         self.observation_space = self.aec.observation_space(self.role)
         self.action_space = self.aec.action_space(self.role)
+        self.episode = SeatedEpisode(self.aec, self.other_policies, [self.role])
         self._episode_over = True
         self._ended_before_acting = False
         self._reward_before_acting = 0.0
+        self._last_turn: SeatTurn | None = None
 
     # The AEC env's generator is the only source of randomness (it draws the problem on an
     # unseeded reset), so Gymnasium's seeding checks look at that one rather than a second,
@@ -109,41 +112,30 @@ class RoleEnv(gymnasium.Env[TextObservation, str]):
     ) -> tuple[TextObservation, dict[str, Any]]:
         """Reset the AEC env (``reset(seed=i)`` plays problem ``i``; ``options`` as the env's
         ``reset``) and play the roles before this one in turn order."""
-        self.aec.reset(seed=seed, options=options)
-        self._episode_over = False
-        observation, reward, terminated, truncated, info = self._advance()
+        turn = self.episode.reset(seed=seed, options=options)
         # An episode that other roles finished before this role acted ends on the next step,
         # whatever the action: Gymnasium's reset cannot report termination. Nor a reward: what
         # the roles before this one paid it (their change of the team state) comes with the
         # first step's reward, so the episode's return is the AEC env's.
-        self._ended_before_acting = terminated or truncated
-        self._reward_before_acting = reward
-        return observation, info
+        self._episode_over = False
+        self._ended_before_acting = turn.done
+        self._reward_before_acting = turn.reward
+        self._last_turn = turn
+        return TextObservation(turn.observation), copy.deepcopy(turn.info)
 
     def step(self, action: str) -> tuple[TextObservation, float, bool, bool, dict[str, Any]]:
         """Apply this role's ``action`` and play the others until it is this role's turn or the end."""
         if self._episode_over:
             raise RuntimeError("the episode is over (or never started): call reset()")
-        if not self._ended_before_acting:
-            self.aec.step(action)
-        self._ended_before_acting = False
-        observation, reward, terminated, truncated, info = self._advance()
-        reward, self._reward_before_acting = reward + self._reward_before_acting, 0.0
-        self._episode_over = terminated or truncated
-        return observation, reward, terminated, truncated, info
-
-    def _advance(self) -> tuple[TextObservation, float, bool, bool, dict[str, Any]]:
-        """Step the other roles (finished ones with ``None``, as the AEC API requires) until this
-        role is selected, then read its accumulated reward and state."""
-        while self.aec.agent_selection != self.role:
-            agent = self.aec.agent_selection
-            observation, _, terminated, truncated, info = self.aec.last()
-            if terminated or truncated:
-                self.aec.step(None)
-            else:
-                self.aec.step(self.other_policies[agent](observation, agent, info))
-        observation, reward, terminated, truncated, info = self.aec.last()
-        return TextObservation(observation), float(reward), bool(terminated), bool(truncated), copy.deepcopy(info)
+        if self._ended_before_acting:  # the turn reset saw, whose reward reset held back
+            turn, reward = self._last_turn, self._reward_before_acting
+        else:
+            turn = self.episode.act(action)
+            reward = turn.reward + self._reward_before_acting
+        self._ended_before_acting, self._reward_before_acting = False, 0.0
+        self._episode_over = turn.done
+        return (TextObservation(turn.observation), reward, turn.terminated, turn.truncated,
+                copy.deepcopy(turn.info))
 
     def render(self) -> str | None:
         return self.aec.render()

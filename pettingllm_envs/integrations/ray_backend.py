@@ -14,22 +14,30 @@ identical for the same seeds and the only change is where the work happens::
 
 Each actor keeps its env instances (and its sandbox fork server) warm across calls.
 Work is handed out in small chunks through an ``ActorPool``, so a slow episode or program
-does not hold up the rest. Ray is imported only when a backend is created (``pip install
-'pettingllm-envs[ray]'``).
+does not hold up the rest. Ray is imported only when a backend is created (the ray extra:
+``pip install -e '.[ray]'`` in a checkout).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pettingllm_envs.episodes import Episode, play_episode
+from pettingllm_envs.extras import extra_hint
 from pettingllm_envs.policies import Policy
 from pettingllm_envs.registry import make
 from pettingllm_envs.sandbox import ExecutionResult, execute_many
 
-#: A policy object, one per role, or a suite spec string (``scripted``, ``random``,
+#: Environment variable that sets the number of actors when ``RayBackend(num_workers=None)``.
+WORKERS_VARIABLE = "PETTINGLLM_RAY_WORKERS"
+#: Actors started by default at most: each holds envs and a sandbox fork server, so one per CPU of a
+#: large cluster would hold much memory for work that rarely needs it; set the variable to go beyond.
+DEFAULT_MAX_WORKERS = 8
+
+#: A policy object, one per role, or a seat spec string (``scripted``, ``random``,
 #: ``openai:<model>@<base_url>``, ``hf:<path>``) that each actor builds for itself, so
 #: that, e.g., every actor opens its own connection to a shared vLLM server.
 PolicyLike = str | Policy | Mapping[str, Policy]
@@ -54,7 +62,7 @@ class _Worker:
         return [play_episode(self._envs[key], policy, seed=seed, options=options) for seed in seeds]
 
     def _spec_policy(self, spec: str, env_id: str, max_tokens: int, seed: int) -> Policy:
-        from pettingllm_envs.evaluation.suite import build_policy
+        from pettingllm_envs.seats import build_policy
 
         # The random policy is seeded with the chunk's first seed and rebuilt per chunk, so
         # a chunk's actions do not depend on which chunks this actor played before. Model
@@ -76,11 +84,22 @@ class _Worker:
         self._envs.clear()
 
 
+def default_workers(cluster_cpus: float, cpus_per_worker: float = 1.0) -> int:
+    """Actors to start when none are asked for: ``$PETTINGLLM_RAY_WORKERS`` when set, else one per
+    ``cpus_per_worker`` CPUs of the cluster, between 1 and :data:`DEFAULT_MAX_WORKERS`."""
+    setting = os.environ.get(WORKERS_VARIABLE, "").strip()
+    if setting:
+        if not setting.isdigit() or int(setting) < 1:
+            raise ValueError(f"{WORKERS_VARIABLE} must be a whole number >= 1, got {setting!r}")
+        return int(setting)
+    return max(1, min(DEFAULT_MAX_WORKERS, int(cluster_cpus // cpus_per_worker)))
+
+
 def _import_ray() -> Any:
     try:
         import ray
     except ImportError as error:  # pragma: no cover - depends on the install
-        raise ImportError("the Ray backend needs Ray: pip install 'pettingllm-envs[ray]'") from error
+        raise ImportError(f"the Ray backend needs Ray, {extra_hint('ray')}") from error
     return ray
 
 
@@ -89,7 +108,8 @@ class RayBackend:
 
     ``address``: None starts (or reuses) a local Ray; ``"auto"`` joins the cluster this
     machine belongs to; ``"ray://host:10001"`` connects a Ray client. ``num_workers``
-    defaults to the cluster's CPUs divided by ``cpus_per_worker``. ``init_kwargs`` go to
+    defaults to ``$PETTINGLLM_RAY_WORKERS`` when set, else to the cluster's CPUs divided by
+    ``cpus_per_worker``, at most :data:`DEFAULT_MAX_WORKERS`. ``init_kwargs`` go to
     ``ray.init`` when this backend starts Ray (e.g. ``num_cpus=2``, ``runtime_env``).
     """
 
@@ -108,7 +128,7 @@ class RayBackend:
         if not ray.is_initialized():
             ray.init(address=address, **init_kwargs)
         if num_workers is None:
-            num_workers = max(1, int(ray.cluster_resources().get("CPU", 1) // cpus_per_worker))
+            num_workers = default_workers(ray.cluster_resources().get("CPU", 1), cpus_per_worker)
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         actor_class = ray.remote(num_cpus=cpus_per_worker)(_Worker)

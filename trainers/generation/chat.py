@@ -2,7 +2,7 @@
 
 ``pettingllm bench --policy hf:DIR`` plays a local causal LM. The env package loads no model
 itself: it finds this completer through the entry-point group
-:data:`pettingllm_envs.evaluation.suite.MODEL_POLICIES` (``hf`` in ``pyproject.toml``), so the
+:data:`pettingllm_envs.seats.MODEL_POLICIES` (``hf`` in ``pyproject.toml``), so the
 suite decodes with exactly the trainer's prompt rendering (chat template, over-long prompts
 losing the middle of their history) and stop ids (tokenizer eos and the generation config's),
 greedily, through :meth:`trainers.policy.PolicySet.generate`.
