@@ -33,7 +33,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from pettingllm_envs.cli.options import bool_word
 from trainers.advantages import GroupBy, Normalize  # their one definition, with the maths
@@ -43,8 +43,13 @@ RolloutMode = Literal["tree", "independent"]
 Selection = Literal["greedy", "random"]
 Aggregation = Literal["token_mean", "sequence_mean", "dr_grpo"]
 Regime = Literal["shared", "per_role"]
-#: The backends of :data:`trainers.generation.backends.BACKENDS`, the one list of them.
-GenerationBackend = Literal[tuple(BACKENDS)]  # type: ignore[valid-type]
+#: The backends of :data:`trainers.generation.backends.BACKENDS`, the one list of them. A type
+#: checker cannot read a Literal built at run time, so to it this is ``str``; the values are
+#: checked against the table at run time (:func:`check_field`).
+if typing.TYPE_CHECKING:
+    GenerationBackend = str
+else:
+    GenerationBackend = Literal[tuple(BACKENDS)]
 ImportanceSampling = Literal["auto", "truncated", "none"]
 
 #: Instruction variants of the prompt-conditioned mode (docs/design.md §5): each names a
@@ -472,7 +477,20 @@ def _as_yaml(name: str, value: Any, kind: type) -> Any:
     return value
 
 
-def check_field(name: str, value: Any, cls: type = TrainConfig) -> Any:
+class BoundedConfig(Protocol):
+    """A config dataclass whose class maps each numeric field to its :class:`Bound` in ``bounds``."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+    bounds: ClassVar[Mapping[str, Bound]]
+
+
+class ValidatedConfig(BoundedConfig, Protocol):
+    """A config class of this module's machinery: a :class:`BoundedConfig` with ``validate()``."""
+
+    def validate(self) -> None: ...
+
+
+def check_field(name: str, value: Any, cls: type[BoundedConfig] = TrainConfig) -> Any:
     """``value`` coerced to the type of field ``name`` of config class ``cls`` and checked
     against its range (``cls.bounds``) (pure); raises :class:`ConfigError` naming the field, the
     value and what is allowed (for a choice, the closest allowed value too). ``cls`` is any
@@ -549,7 +567,9 @@ def build_parser(prog: str = "pettingllm train", description: str = "Train LLM p
     docs = config_field_docs(cls)
     for f in dataclasses.fields(cls):
         tp = field_types(cls)[f.name]
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        default = f.default
+        if f.default_factory is not dataclasses.MISSING:  # a field has a default or a factory, never both
+            default = f.default_factory()
         help_text = f"{docs.get(f.name, '')} (default: {default!r})".replace("%", "%%")  # argparse %-formats help
         kwargs: dict[str, Any] = {"help": help_text, "dest": f.name}
         if typing.get_origin(tp) is Literal:
@@ -560,8 +580,7 @@ def build_parser(prog: str = "pettingllm train", description: str = "Train LLM p
     return parser
 
 
-#: A config class of this module's machinery: a dataclass with ``bounds`` and ``validate()``.
-ConfigT = typing.TypeVar("ConfigT")
+ConfigT = typing.TypeVar("ConfigT", bound=ValidatedConfig)
 
 
 def load_config(argv: Sequence[str] | None = None, *, base: dict[str, Any] | None = None,
@@ -570,10 +589,10 @@ def load_config(argv: Sequence[str] | None = None, *, base: dict[str, Any] | Non
     """Defaults < ``base`` < ``--config`` YAML < command-line options; validated. ``prog`` and
     ``description`` name the command in ``--help`` and errors."""
     args = vars(build_parser(prog, description).parse_args(list(argv or [])))
-    return config_from_args(args, base=base, prog=prog)
+    return config_from_args(args, base=base, cls=TrainConfig, prog=prog)
 
 
-def config_from_args(args: dict[str, Any], *, base: dict[str, Any] | None = None, cls: type[ConfigT] = TrainConfig,
+def config_from_args(args: dict[str, Any], *, cls: type[ConfigT], base: dict[str, Any] | None = None,
                      prog: str = "pettingllm train", file_option: str = "--config") -> ConfigT:
     """The validated ``cls`` of :func:`build_parser`'s parsed options ``args`` (``config``: the
     YAML file, given as ``file_option`` on the command line, which the errors name): defaults
@@ -605,5 +624,5 @@ def config_from_args(args: dict[str, Any], *, base: dict[str, Any] | None = None
         values.update(loaded)
     values.update(args)
     config = cls(**values)
-    config.validate()  # type: ignore[attr-defined]
+    config.validate()
     return config

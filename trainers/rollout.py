@@ -215,7 +215,7 @@ def select_branch(rewards: Sequence[float], selection: str, rng: random.Random) 
     raise ValueError(f"selection must be 'greedy' or 'random', got {selection!r}")
 
 
-def _turn_of(env: AECEnv, agent: str, counter: Counter) -> int:
+def _turn_of(env: AECEnv, agent: str, counter: Counter[str]) -> int:
     turn = env.infos.get(agent, {}).get("turn")
     return int(turn) if turn is not None else counter[agent]
 
@@ -302,7 +302,7 @@ class LocalTree:
 
     def __init__(self, env_fn: Callable[[], AECEnv], problems: Sequence[int], split: str) -> None:
         self.states = {p: _reset(env_fn, p, split) for p in problems}
-        self.counters = {p: Counter() for p in problems}
+        self.counters: dict[int, Counter[str]] = {p: Counter() for p in problems}
 
     def live(self) -> list[Node]:
         nodes = []
@@ -385,7 +385,7 @@ def tree_rollout(
     sampler: Sampler,
     *,
     split: str = "train",
-    selection: str = "greedy",
+    selection: Selection = "greedy",
     rng: random.Random | None = None,
     max_steps: int = 10_000,
 ) -> RolloutResult:
@@ -408,7 +408,7 @@ def independent_rollout(
     result = RolloutResult()
     keys = [(p, i) for p in problems for i in range(n)]
     envs = {key: _reset(env_fn, key[0], split) for key in keys}
-    counters = {key: Counter() for key in keys}
+    counters: dict[tuple[int, int], Counter[str]] = {key: Counter() for key in keys}
     returns: dict[tuple[int, int], dict[str, float]] = {key: {} for key in keys}
     latest: dict[tuple[int, int, str], Sample] = {}  # each role's latest sample, per episode
     for _ in range(max_steps + 1):
