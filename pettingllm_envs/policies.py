@@ -16,8 +16,9 @@ NAMED_POLICIES: tuple[str, ...] = ("scripted", "random")
 
 
 def scripted_policy(env_id: str) -> Policy:
-    """The oracle of ``env_id``: it solves every instance from what the observation shows
-    (or, for dataset envs, from the instance's ground truth)."""
+    """The oracle of ``env_id``: it solves every instance from the observation and the infos
+    entry alone (dataset envs rebuild the instance's ground truth from the problem the entry
+    names), so it works in any process: a Ray worker, a policy server, a fresh interpreter."""
     return env_module(env_id).scripted_policy
 
 

@@ -31,23 +31,27 @@ REPO = os.path.dirname(TESTS)
 #: TextArena games that draw random numbers during play: their continuation depends on the env's own random state.
 RANDOM_GAMES = ["KuhnPoker-v0", "LiarsDice-v0", "PigDice-v0"]
 
-#: Run in a fresh interpreter: unpickle the cases read from stdin, continue each with its recorded
-#: actions (the process's global random state scrambled first) and write back what happened.
+#: The seed of the policy that continues a pickled episode, here and in the fresh interpreter.
+CONTINUATION_SEED = 11
+
+#: Run in a fresh interpreter: unpickle the cases read from stdin, continue each with the env's
+#: oracle mixed with junk, as here (the process's global random state scrambled first; the
+#: oracle has only what the infos entry names), and write back what happened.
 CONTINUE_IN_A_FRESH_PROCESS = """
 import pickle, random, sys
 sys.path.insert(0, sys.argv[1])
-from conformance import continue_episode
+from conformance import continue_episode, mixed_policy
 from pettingllm_envs.core.process_shared import ResourceReference, by_reference
 from pettingllm_envs.math import bounded
+from pettingllm_envs.policies import scripted_policy
 from pettingllm_envs.sandbox import executor
 
 random.seed(12345)
-cases, singletons, family = pickle.load(sys.stdin.buffer)
+cases, singletons, family, seed = pickle.load(sys.stdin.buffer)
 results = []
-for env, actions, steps in cases:
+for env_id, env, steps in cases:
     resources = sorted(n for n, v in by_reference(env.unwrapped.__dict__).items() if isinstance(v, ResourceReference))
-    replies = iter(actions)
-    results.append((resources, continue_episode(env, lambda obs, agent, info: next(replies), steps)))
+    results.append((resources, continue_episode(env, mixed_policy(scripted_policy(env_id), seed=seed), steps)))
 first, copied, other = (pickle.loads(data).unwrapped for data in family)
 caches = (first.cache is copied.cache, first.cache is other.cache, first.dataset is other.dataset)
 own = singletons[0] is executor._CLIENT and singletons[1] is bounded._POOL
@@ -59,43 +63,34 @@ def _resource_names(env: Any) -> list[str]:
     return sorted(n for n, v in by_reference(env.unwrapped.__dict__).items() if isinstance(v, ResourceReference))
 
 
-def _recorded(policy: Any, actions: list[Any]) -> Any:
-    def play(obs: Any, agent: str, info: dict[str, Any]) -> Any:
-        actions.append(policy(obs, agent, info))
-        return actions[-1]
-
-    return play
-
-
-def _case(env_id: str, steps: int = 12, **config: Any) -> tuple[bytes, list[Any], list[tuple[Any, ...]], list[str]]:
-    """``env_id`` two steps into an episode, pickled; the actions and snapshots of its continuation here."""
+def _case(env_id: str, steps: int = 12, **config: Any) -> tuple[bytes, list[tuple[Any, ...]], list[str]]:
+    """``env_id`` two steps into an episode, pickled; the snapshots of its continuation here."""
     env = pettingllm_envs.make(env_id, **config)
     env.reset(seed=5)
-    policy = mixed_policy(scripted_policy(env_id))
-    continue_episode(env, policy, 2)
+    continue_episode(env, mixed_policy(scripted_policy(env_id)), 2)
     data = pickle.dumps(env)
-    actions: list[Any] = []
-    trace = continue_episode(env, _recorded(policy, actions), steps)
-    return data, actions, trace, _resource_names(env)
+    trace = continue_episode(env, mixed_policy(scripted_policy(env_id), seed=CONTINUATION_SEED), steps)
+    return data, trace, _resource_names(env)
 
 
 def test_envs_pickled_mid_episode_continue_identically_in_a_fresh_process():
     cases = [(env_id, {}) for env_id in pettingllm_envs.list_envs()]
     cases += [("textarena_v0", {"game": game}) for game in RANDOM_GAMES]
     played = [_case(env_id, **config) for env_id, config in cases]
-    assert all(len(trace) > 3 for _, _, trace, _ in played)
+    assert all(len(trace) > 3 for _, trace, _ in played)
     family = pettingllm_envs.make("code_v0")
     family.reset(seed=1)
     family_pickles = [pickle.dumps(family), pickle.dumps(copy.deepcopy(family)),
                       pickle.dumps(pettingllm_envs.make("code_v0"))]
-    payload = pickle.dumps(([(pickle.loads(data), actions, len(trace)) for data, actions, trace, _ in played],
-                            [executor._CLIENT, bounded._POOL], family_pickles))
+    payload = pickle.dumps(([(env_id, pickle.loads(data), len(trace)) for (env_id, _), (data, trace, _)
+                             in zip(cases, played, strict=True)],
+                            [executor._CLIENT, bounded._POOL], family_pickles, CONTINUATION_SEED))
     done = subprocess.run([sys.executable, "-c", CONTINUE_IN_A_FRESH_PROCESS, TESTS], input=payload,
                           capture_output=True, cwd=REPO, timeout=600, check=False)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     results, singleton_types, singletons_are_the_process_own, caches = pickle.loads(done.stdout)
-    for (env_id, config), (_, _, trace, resources), (their_resources, their_trace) in zip(cases, played, results,
-                                                                                        strict=True):
+    for (env_id, config), (_, trace, resources), (their_resources, their_trace) in zip(cases, played, results,
+                                                                                     strict=True):
         assert their_trace == trace, (env_id, config)
         assert their_resources == resources, (env_id, config)  # re-attached to that process's own resources
     assert singleton_types == ["_Client", "_Pool"] and singletons_are_the_process_own

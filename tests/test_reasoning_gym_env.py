@@ -173,8 +173,8 @@ def _digests(names: list[str], hash_seeds: tuple[int, ...]) -> list[dict[str, st
 
 @pytest.mark.slow
 def test_problems_are_the_same_in_every_process_and_the_hash_seed_ones_are_not():
-    """Problem i must be the same problem in every process (the oracle's answer key, splits and
-    resumed runs depend on it); the datasets listed for PYTHONHASHSEED really change with it."""
+    """Problem i must be the same problem in every process (the oracle rebuilding it in another
+    process, splits and resumed runs depend on it); the datasets listed for PYTHONHASHSEED really change with it."""
     checked = catalogue.supported_datasets()
     hash_seeded = [name for name, reason in catalogue.UNSUPPORTED.items() if "PYTHONHASHSEED" in reason]
     one, two = _digests(checked + hash_seeded, (1, 2))

@@ -77,7 +77,7 @@ class Problem:
     """The item as reasoning-gym made it, for its ``score_answer``; never mutated."""
     item_index: int
     uid: str
-    """A hash of the dataset name and the question: the answer key's index."""
+    """A hash of the dataset name and the question: the same problem has the same id in every process."""
 
 
 def reasoning_gym() -> ModuleType:

@@ -53,8 +53,10 @@ them, so it costs what a wrong answer costs plus its penalty, never less.
 **Problems** are items of the reasoning-gym dataset seeded with ``data_seed``: problem
 ``i`` of a split is the first of the items drawn from ``Random(data_seed + i)`` whose
 question (with the dataset name) hashes into that split, so train and test never share a
-question. The scripted oracle is the dataset's answer, read from an answer key the env
-fills when it loads a problem (keyed by ``infos[agent]["problem_id"]``).
+question. The scripted oracle is the dataset's answer of the problem that
+``infos[agent]["problem"]`` names (dataset, options, ``data_seed``, ``test_percent``, index
+and split; never the answer), rebuilt in whichever process the oracle runs
+(``core.answer_team.referenced_answer``).
 """
 
 from __future__ import annotations
@@ -87,10 +89,6 @@ SHOWN_REPLY_CHARS = 3000
 SHOWN_ANSWER_CHARS = 2000
 REPLY_VIEW = answer_team.ReplyView(reply_chars=SHOWN_REPLY_CHARS, code_chars=SHOWN_CODE_CHARS,
                                    answer_chars=SHOWN_ANSWER_CHARS)
-#: Most answer-key entries kept for the scripted oracle (oldest dropped first).
-ANSWER_KEY_SIZE = 100_000
-#: problem_id -> reference answer of every problem loaded in this process (for the oracle).
-ANSWER_KEY: dict[str, str] = {}
 #: Full credit: scorers return exactly 1.0 for a right answer. No tolerance either way:
 #: spell_backward's sum of per-character credit reaches 1.0000000000000002 (and 0.9999999999999999)
 #: for answers that only start with the gold.
@@ -124,6 +122,7 @@ class raw_env(answer_team.AnswerTeamEnv[Problem]):
     config_class = ReasoningGymConfig
     config: ReasoningGymConfig
     shared_attributes = TextAECEnv.shared_attributes | {"dataset", "dataset_key"}
+    problem_fields = ("dataset", "dataset_config", "data_seed", "test_percent")
 
     def __init__(self, config: ReasoningGymConfig | None = None, *, render_mode: str | None = None,
                  **overrides: Any) -> None:
@@ -141,7 +140,6 @@ class raw_env(answer_team.AnswerTeamEnv[Problem]):
         return f"{problem.dataset}\n{problem.question}"
 
     def start_episode(self, problem: Problem) -> None:
-        answer_team.remember_answer(ANSWER_KEY, problem.uid, problem.answer, size=ANSWER_KEY_SIZE)
         self.start_answers()
 
     # -------------------------------------------------------------- actions
@@ -212,7 +210,7 @@ class raw_env(answer_team.AnswerTeamEnv[Problem]):
                 f"(team correct: {self.team_correct}) reference {self.instance.answer!r}")
 
     def extra_info(self, agent: str) -> dict[str, Any]:
-        return {"problem_id": self.instance.uid, "dataset": self.config.dataset}
+        return {**super().extra_info(agent), "dataset": self.config.dataset}
 
 
 def available_datasets() -> list[str]:
@@ -250,8 +248,9 @@ voting = Voting(keys=answer_keys)
 
 
 def scripted_policy(observation: str, agent: str, info: dict[str, Any]) -> str:
-    """Oracle from the dataset's answer: the reasoner tags it, the tool prints it. A problem
-    this process never loaded gets a reply without an answer (marked invalid)."""
-    return answer_team.answer_key_oracle(
-        ANSWER_KEY, agent, info, printed=lambda gold: f"<answer>{gold}</answer>",
+    """Oracle from the dataset's answer of the problem ``info["problem"]`` names, rebuilt in
+    this process: the reasoner tags it, the tool prints it. Without one the reply has no
+    answer (marked invalid)."""
+    return answer_team.reference_oracle(
+        raw_env, agent, info, printed=lambda gold: f"<answer>{gold}</answer>",
         reasoner=lambda gold: f"Working through the task step by step gives the result.\n<answer>{gold}</answer>")

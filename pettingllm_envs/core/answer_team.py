@@ -1,7 +1,8 @@
 """The answer-team pattern: a ``reasoner`` writes a reply ending in an answer and a ``tool``
 role writes a program whose output is its answer; each sees the other's latest reply, and
-a scripted oracle reads the reference answer from a bounded answer key. Shared by
-``math_v0`` and ``reasoning_gym_v0``, which differ only in how an answer is read and scored.
+a scripted oracle reads the reference answer of the problem that the infos entry names.
+Shared by ``math_v0`` and ``reasoning_gym_v0``, which differ only in how an answer is read and
+scored.
 
 **Every action replaces its role's answer** (:class:`AnswerTeamEnv`): the team's answer is
 the answer of the latest action, and an action that gives none (unparseable, over-long, a
@@ -10,14 +11,27 @@ and leaves the team without one. Were the earlier answer kept instead, an action
 answer would be the safe fallback once the team's answer is right: a wrong answer costs the
 team ``alpha`` (G falls from 1 to 0) while junk kept it and paid only its penalty, so junk
 would out-earn an honest wrong attempt. Withdrawn, junk costs what a wrong answer costs plus
-its penalty (``tests/adversarial/test_junk_never_beats_wrong.py``)."""
+its penalty (``tests/adversarial/test_junk_never_beats_wrong.py``).
+
+**The oracle works in any process** (a Ray worker, a fresh interpreter that unpickled the
+env, a policy server): each infos entry carries a *problem reference*, ``info["problem"]``,
+the JSON-like config fields that determine the env's problems (:attr:`AnswerTeamEnv.problem_fields`)
+with the episode's index and split, never the answer. :func:`referenced_answer` rebuilds the
+problem from it with the process's one loader env per configuration
+(:func:`~pettingllm_envs.core.process_shared.process_resource`, which shares the dataset the
+env itself loaded there) and reads its reference answer. A reference that names no problem
+of that configuration, or a problem other than ``info["problem_id"]`` (say, a dataset file
+that changed), gets no answer."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
+from pettingllm_envs.core.instances import Split
+from pettingllm_envs.core.process_shared import process_resource
 from pettingllm_envs.core.text_env import ActionResult, TextAECEnv
 from pettingllm_envs.core.tools import ToolEnvConfig, ToolRun, read_tool_output
 
@@ -25,7 +39,22 @@ from pettingllm_envs.core.tools import ToolEnvConfig, ToolRun, read_tool_output
 NO_PROGRAM_ANSWER = "the program printed no answer"
 ROLES = ("reasoner", "tool")
 
-ProblemT = TypeVar("ProblemT")
+#: The oracle's reply when it cannot name the problem's answer (the env marks it invalid).
+NO_REFERENCE_REPLY = "The oracle cannot find this problem's reference answer."
+
+
+class TeamProblem(Protocol):
+    """What an answer team's problem has: a content id, the same in every process, and the
+    reference answer."""
+
+    @property
+    def uid(self) -> str: ...
+
+    @property
+    def answer(self) -> str: ...
+
+
+ProblemT = TypeVar("ProblemT", bound=TeamProblem)
 
 
 class AnswerTeamEnv(TextAECEnv[ProblemT]):
@@ -34,6 +63,9 @@ class AnswerTeamEnv(TextAECEnv[ProblemT]):
     :meth:`record_answer` for a valid one; every other outcome leaves the role withdrawn."""
 
     roles = ROLES
+    #: The config fields that, with an index and a split, determine a problem: what the
+    #: problem reference in infos carries (JSON-like values; never the answer).
+    problem_fields: ClassVar[tuple[str, ...]]
 
     def start_answers(self) -> None:
         """No role has answered yet (call from ``start_episode``)."""
@@ -63,25 +95,51 @@ class AnswerTeamEnv(TextAECEnv[ProblemT]):
     def is_success(self, agent: str | None = None) -> bool:
         return self.team_correct
 
+    def extra_info(self, agent: str) -> dict[str, Any]:
+        problem = cast(TeamProblem, self.instance)  # infos are made after reset, which loads the instance
+        return {"problem_id": problem.uid, "problem": self.problem_reference()}
 
-def remember_answer(answer_key: dict[str, str], uid: str, answer: str, *, size: int) -> None:
-    """Put ``uid -> answer`` last in ``answer_key`` and drop the oldest entries beyond ``size``
-    (a long run loads millions of problems; the oracle needs only the recent ones)."""
-    answer_key.pop(uid, None)
-    answer_key[uid] = answer
-    while len(answer_key) > size:
-        del answer_key[next(iter(answer_key))]
+    def problem_reference(self) -> dict[str, Any]:
+        """The episode's problem as :func:`referenced_answer` finds it in any process: the
+        config fields that determine problems, the index and the split (a JSON copy: a reader
+        that changes it changes nothing in the env)."""
+        config = {name: getattr(self.config, name) for name in self.problem_fields}
+        return json.loads(json.dumps({"config": config, "index": self.index, "split": self.split}))
 
 
-def answer_key_oracle(answer_key: dict[str, str], agent: str, info: dict[str, Any], *,
-                      reasoner: Callable[[str], str], printed: Callable[[str], str]) -> str:
-    """The scripted oracle's action: the reference answer of ``info["problem_id"]`` from
-    ``answer_key``, as ``reasoner(answer)`` for the reasoner and, for the tool, a program
-    printing ``printed(answer)``. A problem the key does not know gets a reply without an
-    answer (the env marks it invalid)."""
-    gold = answer_key.get(info.get("problem_id", ""))
+def problem_loader(env_class: type[AnswerTeamEnv[Any]], config_json: str) -> AnswerTeamEnv[Any]:
+    """An env of ``env_class`` configured by ``config_json``, used only to load problems (a
+    process resource: one per process and configuration, sharing that configuration's dataset)."""
+    return env_class(**json.loads(config_json))
+
+
+def referenced_answer(env_class: type[AnswerTeamEnv[Any]], info: dict[str, Any]) -> str | None:
+    """The reference answer of the problem that ``info["problem"]`` names, rebuilt in this
+    process; None when the reference names no problem of ``env_class`` or another problem
+    than ``info["problem_id"]``."""
+    reference = info.get("problem")
+    if not isinstance(reference, dict):
+        return None
+    try:
+        config_json = json.dumps(reference["config"], sort_keys=True)
+        split: Split = reference["split"]
+        # A class is hashable; mypy's Hashable protocol does not see type.__hash__ as matching.
+        loader = process_resource(problem_loader, cast(Hashable, env_class), config_json)
+        problem = loader.load_instance(int(reference["index"]), split)
+    except (KeyError, TypeError, ValueError, OSError):  # not a reference of this env, or its dataset is gone
+        return None
+    return problem.answer if problem.uid == info.get("problem_id") else None
+
+
+def reference_oracle(env_class: type[AnswerTeamEnv[Any]], agent: str, info: dict[str, Any], *,
+                     reasoner: Callable[[str], str], printed: Callable[[str], str]) -> str:
+    """The scripted oracle's action: the reference answer of the problem ``info`` names
+    (:func:`referenced_answer`), as ``reasoner(answer)`` for the reasoner and, for the tool,
+    a program printing ``printed(answer)``. Without one it replies without an answer (the
+    env marks that invalid)."""
+    gold = referenced_answer(env_class, info)
     if gold is None:
-        return "The answer key does not know this problem."
+        return NO_REFERENCE_REPLY
     if agent == "tool":
         return f"```python\nprint({printed(gold)!r})\n```"
     return reasoner(gold)

@@ -43,9 +43,9 @@ local GSM8K / MATH / AIME-style file (``dataset="path.jsonl"``) or a cached Hugg
 dataset (``dataset="hf:name[:config[:split]]"``); dataset records are split by the same
 content hash unless ``dataset_hash_split=False``.
 
-The scripted oracle reads the gold answer from an answer key that the env fills when it
-loads a problem (keyed by ``infos[agent]["problem_id"]``, a content hash), so it works
-with any configuration in the same process.
+The scripted oracle rebuilds the problem from the reference in ``infos[agent]["problem"]``
+(the config fields that determine problems, the index and the split; never the answer) and
+reads its gold answer, so it works in any process (``core.answer_team.referenced_answer``).
 """
 
 from __future__ import annotations
@@ -85,11 +85,7 @@ SHOWN_SOLUTION_CHARS = 3000
 REPLY_VIEW = answer_team.ReplyView(reply_chars=SHOWN_SOLUTION_CHARS, code_chars=SHOWN_SOLUTION_CHARS)
 #: Longest answer kept from a tool program's output.
 MAX_ANSWER_CHARS = 500
-#: Most answer-key entries kept for the scripted oracle (oldest dropped first).
-ANSWER_KEY_SIZE = 100_000
 
-#: problem_id -> gold answer of every problem loaded in this process (for the oracle).
-ANSWER_KEY: dict[str, str] = {}
 #: Loaded datasets, shared by every env in the process: (dataset, format) -> problems.
 _DATASETS: dict[tuple[str, str], tuple[MathProblem, ...]] = {}
 
@@ -159,6 +155,7 @@ class raw_env(answer_team.AnswerTeamEnv[MathProblem]):
     config_class = MathConfig
     config: MathConfig
     shared_attributes = TextAECEnv.shared_attributes | {"pools"}
+    problem_fields = ("difficulty", "dataset", "dataset_format", "dataset_hash_split", "data_seed", "test_percent")
 
     def __init__(self, config: MathConfig | None = None, *, render_mode: str | None = None, **overrides: Any) -> None:
         super().__init__(config, render_mode=render_mode, **overrides)
@@ -189,7 +186,6 @@ class raw_env(answer_team.AnswerTeamEnv[MathProblem]):
         return pool[index % len(pool)]
 
     def start_episode(self, problem: MathProblem) -> None:
-        answer_team.remember_answer(ANSWER_KEY, problem.uid, problem.answer, size=ANSWER_KEY_SIZE)
         self.start_answers()
         self.agreed = False
         self.credited: set[str] = set()
@@ -248,9 +244,6 @@ class raw_env(answer_team.AnswerTeamEnv[MathProblem]):
         return (f"{self.instance.question}\nturn {self.turn} answers {self.answers} team {self.team_answer!r} "
                 f"(correct: {self.team_correct}) gold {self.instance.answer!r}")
 
-    def extra_info(self, agent: str) -> dict[str, Any]:
-        return {"problem_id": self.instance.uid}
-
 
 def missing_answer_reason(text: str) -> str:
     """Why ``text`` has no final answer: no ``\\boxed{``, an unclosed one, or an empty one."""
@@ -300,8 +293,8 @@ voting = Voting(keys=answer_keys, same=verified_equal)
 
 def scripted_policy(observation: str, agent: str, info: dict[str, Any]) -> str:
     """Oracle from the ground truth: the reasoner boxes the gold answer, the tool prints it.
-    The gold answer comes from the answer key by ``info["problem_id"]``; a problem this
-    process never loaded gets an answer that is marked invalid."""
-    return answer_team.answer_key_oracle(ANSWER_KEY, agent, info, printed=str,
-                             reasoner=lambda gold: f"Working through the problem step by step gives the result.\n"
-                                                   f"\\boxed{{{gold}}}")
+    The gold answer is that of the problem ``info["problem"]`` names, rebuilt in this process;
+    without one the reply has no answer (marked invalid)."""
+    return answer_team.reference_oracle(raw_env, agent, info, printed=str,
+                                        reasoner=lambda gold: "Working through the problem step by step gives the "
+                                                              f"result.\n\\boxed{{{gold}}}")

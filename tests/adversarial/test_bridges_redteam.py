@@ -102,9 +102,9 @@ def test_constant_and_empty_answers_never_get_full_credit_on_any_bridged_dataset
 
 
 def test_the_tool_program_finds_no_process_that_holds_the_answer():
-    """The answer lives in the env's process (the problem, and the oracle's ANSWER_KEY under the
-    problem id); a tool program that reads every /proc entry it can see (cmdline, environ, memory
-    maps, memory) must find neither the problem id nor the question, and no other process's memory."""
+    """The answer lives in the env's process (the problem, under its problem id); a tool program
+    that reads every /proc entry it can see (cmdline, environ, memory maps, memory) must find
+    neither the problem id nor the question, and no other process's memory."""
     env = rg_raw("basic_arithmetic", 0, tool_timeout=10)
     raw = env.unwrapped
     needles = [raw.instance.uid.encode(), raw.instance.question[:40].encode()]
