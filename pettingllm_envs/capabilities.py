@@ -22,6 +22,7 @@ capabilities the same way, in their own module.
 from __future__ import annotations
 
 import operator
+import random
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -86,6 +87,27 @@ class Delegation(Capability):
     rewards: Callable[[AECEnv], list[float]]
 
 
+@dataclass(frozen=True)
+class Demonstrations(Capability):
+    """The oracle's actions as demonstrations for a warm start (supervised fine-tuning before
+    RL: a random model gives RL only degenerate groups, docs/design.md §4), worked out from the
+    env's state (its instance and board), never from prompt text.
+
+    ``act(env, agent, rng, mistake_rate)`` is the demonstrated action of ``agent`` (the one to
+    act) in the state ``env`` is in, and whether it is a mistake: with probability
+    ``mistake_rate`` a plausible, well-formed wrong one (drawn from ``rng``), so that a warm
+    policy stays imperfect and RL has something left to fix. ``partner(env, agent)`` is the
+    oracle's clean action in its shortest form, for a role played by the oracle beside a trained
+    one. Neither steps ``env``; both accept a wrapped env.
+    """
+
+    attribute: ClassVar[str] = "demonstrations"
+    purpose: ClassVar[str] = "a warm start's supervised demonstrations (and scripted partners)"
+
+    act: Callable[[AECEnv, str, random.Random, float], tuple[str, bool]]
+    partner: Callable[[AECEnv, str], str]
+
+
 CapabilityT = TypeVar("CapabilityT", bound=Capability)
 
 
@@ -114,4 +136,5 @@ def declared_capabilities(env_id: str) -> list[str]:
     return [kind.attribute for kind in Capability.__subclasses__() if declares(env_id, kind)]
 
 
-__all__ = ["Capability", "Delegation", "MissingCapability", "Voting", "capability", "declared_capabilities", "declares"]
+__all__ = ["Capability", "Delegation", "Demonstrations", "MissingCapability", "Voting", "capability",
+           "declared_capabilities", "declares"]

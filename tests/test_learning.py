@@ -1,25 +1,17 @@
-"""Learning evidence (trainers.learning): the statistics, the warm start's demonstrations and
+"""Learning evidence (benchmarks.learning): the statistics, the warm start's views and
 sft's loss masking, and the quick CI check that AT-GRPO raises held-out success over its warm
 start by more than the seed-to-seed noise measured in the same run."""
 
 from __future__ import annotations
 
-import copy
 import itertools
-import random
 
 import pytest
 
-from trainers.demonstrations import (
-    ANSWERS,
-    DemonstrationPolicy,
-    make_view,
-    multi_agent_demonstrations,
-    single_agent_demonstrations,
-    tool_output_this_turn,
-)
-from trainers.learning import improvement_beyond_noise, mean_ci, pooled_rate, quick_config, run_experiment
-from trainers.sft import SFTConfig, SFTConfigError, learning_rate
+from benchmarks.learning.demonstrations import make_view
+from benchmarks.learning.experiment import quick_config, run_experiment
+from benchmarks.learning.report import improvement_beyond_noise, mean_ci, pooled_rate
+from benchmarks.learning.sft import SFTConfig, SFTConfigError, learning_rate
 
 PLAN = {"rows": 4, "cols": 4, "max_turns": 2}
 
@@ -55,101 +47,6 @@ def test_sft_config_refuses_bad_values():
             SFTConfig(**bad).validate()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("env_id, kwargs", [("plan_path_v0", PLAN), ("sudoku_v0", {"size": 4, "max_turns": 2})])
-def test_clean_demonstrations_solve_and_corrupted_ones_do_not(env_id, kwargs):
-    """Demonstrations without mistakes solve every episode in one turn; at rate 1 every answer
-    is wrong (well-formed, but no episode is solved in its first turn)."""
-    clean = multi_agent_demonstrations(env_id, kwargs, range(20), 0.0, seed=0)
-    assert len(clean) == 40 and not any(d.corrupted for d in clean)  # tool + planner, one turn each
-    wrong = multi_agent_demonstrations(env_id, kwargs, range(20), 1.0, seed=0)
-    assert all(d.corrupted for d in wrong) and len(wrong) == 80  # never solved: both turns played
-    solo = single_agent_demonstrations(env_id, kwargs, range(20), 0.0, seed=0)
-    assert len(solo) == 20 and all(d.action.startswith("### tool\n```python\n") for d in solo)
-
-
-def test_corruption_changes_exactly_one_item():
-    rng = random.Random(0)
-    for _ in range(50):
-        moves = ["U", "R", "R", "D"]
-        changed = ANSWERS["plan_path_v0"].corrupt(moves, rng, 9)
-        assert sum(a != b for a, b in zip(moves, changed, strict=True)) == 1
-        triples = ["1 1 2", "2 3 4"]
-        changed = ANSWERS["sudoku_v0"].corrupt(triples, rng, 4)
-        assert sum(a != b for a, b in zip(triples, changed, strict=True)) == 1
-        assert all(1 <= int(x) <= 4 for t in changed for x in t.split())
-
-
-SUDOKU = {"size": 4, "givens": 14, "max_turns": 2}
-
-
-@pytest.mark.parametrize("env_id, kwargs", [("plan_path_v0", {"rows": 3, "cols": 3, "min_distance": 2,
-                                                                  "max_turns": 2}), ("sudoku_v0", SUDOKU)])
-def test_tool_program_copies_the_board_and_prints_what_its_python_mirror_says(env_id, kwargs):
-    """The demonstrated tool program is the board copied verbatim plus a fixed solver (a BFS,
-    or the digit missing from a cell's row and column). Run in the env's sandbox, it prints
-    what the demonstrations' Python mirror of it predicts, clean (the solution) and mis-copied
-    (one cell of the copy wrong: a wrong answer, or an error); checked on 24 boards each, so
-    a mirror that drifted from the program would show."""
-    board_program = ANSWERS[env_id].board_program
-    env = make_view(env_id, kwargs, single_agent=False, brief=True)
-    rng = random.Random(0)
-    outcomes = set()
-    for problem, corrupt in itertools.product(range(24), (False, True)):
-        env.reset(seed=problem)
-        observation = env.observe("tool")
-        program, printed, corrupted = board_program(observation, kwargs.get("size", 9), rng if corrupt else None)
-        assert corrupted == corrupt
-        board = [line for line in observation.splitlines() if line.startswith("r") or set(line) <= set(".#AG")]
-        board = [line for line in board if line]
-        copied = program.split("'''")[1].splitlines()
-        copied = [line for line in copied if line.startswith("r") or set(line) <= set(".#AG")]
-        wrong_cells = sum(a != b for x, y in zip(board, copied, strict=True) for a, b in zip(x, y, strict=True))
-        assert wrong_cells == 0 if not corrupt else 1 <= wrong_cells <= 2  # 2: the goal copied elsewhere
-        env.step(program)
-        view = env.observe("planner")
-        shown = tool_output_this_turn(view)
-        if printed:
-            assert shown == ANSWERS[env_id].tool_output(printed)
-            outcomes.add("wrong" if corrupt else "solution")
-        else:  # the mis-copy left no answer (a cell without a digit, a goal out of reach): it raised
-            assert corrupt and shown is None and "Traceback" in view
-            outcomes.add("raised")
-        placed = copy.deepcopy(env)
-        placed.step(ANSWERS[env_id].planner_reply(printed) if printed else "no answer")
-        assert bool(placed.infos["planner"]["success"]) != corrupt  # what the program printed solves iff clean
-    assert {"solution", "wrong"} <= outcomes
-
-
-def test_sudoku_planner_copies_what_the_tool_printed_this_turn():
-    """The planner's demonstration takes the tool's printed answer over, right or wrong (a
-    mistake of its own is a wrong answer even when the tool's was wrong too), and works the
-    answer out from the board when the tool printed nothing this turn."""
-    env = make_view("sudoku_v0", SUDOKU, single_agent=False, brief=True)
-    env.reset(seed=3)
-    env.step("```python\nprint('1 1 1; 4 4 4')\n```")
-    observation, info = env.observe("planner"), env.infos["planner"]
-    assert tool_output_this_turn(observation) == "1 1 1; 4 4 4"
-    assert DemonstrationPolicy("sudoku_v0", 0.0, random.Random(0), 4).act("planner", observation, info) == (
-        "PLACE: 1 1 1; 4 4 4", False)
-    solution = ANSWERS["sudoku_v0"].parse(DemonstrationPolicy("sudoku_v0", 0.0, random.Random(0), 4).oracle(
-        observation, "planner", info))
-    for seed in range(20):
-        wrong = DemonstrationPolicy("sudoku_v0", 1.0, random.Random(seed), 4)
-        reply, corrupted = wrong.act("planner", observation, info)
-        assert corrupted and not set(solution) <= set(ANSWERS["sudoku_v0"].parse(reply))
-    env.reset(seed=3)
-    env.step("no program")  # nothing printed: the planner's own (oracle) answer
-    reply, _ = DemonstrationPolicy("sudoku_v0", 0.0, random.Random(0), 4).act(
-        "planner", env.observe("planner"), env.infos["planner"])
-    assert sorted(ANSWERS["sudoku_v0"].parse(reply)) == sorted(solution)
-
-
-def test_mistake_rate_is_validated():
-    with pytest.raises(ValueError, match="mistake_rate"):
-        DemonstrationPolicy("plan_path_v0", -0.1, random.Random(0))
-
-
 def test_brief_view_replaces_only_the_system_message():
     env = make_view("plan_path_v0", PLAN, single_agent=False, brief=True)
     plain = make_view("plan_path_v0", PLAN, single_agent=False, brief=False)
@@ -170,9 +67,9 @@ def test_sft_loss_is_the_nll_of_the_action_and_stop_tokens_only(tiny_model_dir):
     carries no loss and the stop token does."""
     import torch
 
+    from benchmarks.learning.sft import _sft_step
     from trainers.config import TrainConfig
     from trainers.policy import PolicySet
-    from trainers.sft import _sft_step
 
     policies = PolicySet(TrainConfig(model=str(tiny_model_dir), device="cpu", lr=1e-12), ["solo"])
     prompt = policies.encode_prompt([{"role": "user", "content": "Walker at (0, 0)"}]).ids
@@ -191,7 +88,7 @@ def test_sft_loss_falls_and_writes_a_loadable_model(tmp_path):
     """A few steps on a tiny from-scratch model: the loss falls, the output loads as a model."""
     from transformers import AutoModelForCausalLM
 
-    from trainers.sft import train_sft
+    from benchmarks.learning.sft import train_sft
 
     cfg = SFTConfig(env="plan_path_v0", env_kwargs=PLAN, train_problems=20, steps=12, batch_size=4,
                     scratch_hidden_size=32, scratch_layers=1, max_prompt_tokens=256, lr=3e-3, min_lr=1e-3,
@@ -243,7 +140,7 @@ def test_scripted_partner_acts_inside_the_env_and_the_rollout_sees_only_the_plan
 def test_per_role_sft_writes_one_loadable_model_per_role(tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from trainers.sft import train_sft
+    from benchmarks.learning.sft import train_sft
 
     cfg = SFTConfig(env="plan_path_v0", env_kwargs=PLAN, train_problems=8, steps=2, batch_size=2, regime="per_role",
                     scratch_hidden_size=32, scratch_layers=1, max_prompt_tokens=128, device="cpu",
@@ -261,7 +158,7 @@ def test_warm_start_stages_chain_and_are_reused(tmp_path):
     settings reuses every stage instead of training again, and the summary lists the ancestry."""
     import io
 
-    from trainers.learning import EnvSetting, ExperimentConfig, warm_start
+    from benchmarks.learning.experiment import EnvSetting, ExperimentConfig, warm_start
 
     setting = EnvSetting("plan_path_v0", PLAN, sft_steps=2, sft_problems=4, sft_continue=((2, 2e-3),),
                          max_prompt_tokens=128, single_agent_demonstrations=False)
@@ -279,7 +176,8 @@ def test_warm_start_stages_chain_and_are_reused(tmp_path):
 def test_combine_merges_conditions_of_one_env_run_in_separate_processes(tmp_path):
     import json
 
-    from trainers.learning import combine, summarize
+    from benchmarks.learning.experiment import combine
+    from benchmarks.learning.report import summarize
 
     def part(conditions: list[str], warm_lr: float = 1e-3) -> dict:
         run = {"before": 0.25, "after": 0.5, "returns_before": {"planner": 0.0}, "returns_after": {"planner": 1.0},
@@ -298,3 +196,25 @@ def test_combine_merges_conditions_of_one_env_run_in_separate_processes(tmp_path
     (tmp_path / "c.json").write_text(json.dumps(part(["single_agent"], warm_lr=3e-3)))
     with pytest.raises(ValueError, match="another warm start"):
         combine([tmp_path / "a.json", tmp_path / "c.json"], tmp_path / "out2")
+
+
+def test_the_experiment_commands_run_from_a_checkout_and_refuse_bad_options_in_one_line(capsys):
+    """``python -m benchmarks.learning`` and ``python -m benchmarks.learning.sft`` are the
+    documented commands: they start from the repository root, and a bad option or value is one
+    line on stderr with exit status 2, not a traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from benchmarks.learning import experiment, sft
+
+    root = Path(__file__).resolve().parent.parent
+    for module in ("benchmarks.learning", "benchmarks.learning.sft"):
+        proc = subprocess.run([sys.executable, "-m", module, "--help"], cwd=root, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0 and proc.stdout.startswith(f"usage: python -m {module} "), proc.stderr
+    for main, argv in ((sft.main, ["--env", "code_v0"]), (sft.main, ["--nonsense", "1"]),
+                       (experiment.main, ["--seeds", "x"])):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("python -m benchmarks.learning") and err.count("\n") == 1, err

@@ -71,6 +71,7 @@ from pettingllm_envs.games.sudoku_board import (
     generate_puzzle,
     solve,
 )
+from pettingllm_envs.games.sudoku_demonstrations import ORACLE as DEMONSTRATION_ORACLE
 
 ANSWER_MARKER = re.compile(r"^[ \t*`>#-]*(place(?:ments?)?|grid)[ \t*`]*:", re.IGNORECASE | re.MULTILINE)
 BOARD_ROW = re.compile(r"^r([1-9]) +([1-9.| ]+)$", re.MULTILINE)
@@ -396,3 +397,7 @@ def scripted_policy(observation: str, agent: str, info: dict) -> str:
     placements = [f"{i // size + 1} {i % size + 1} {v}" for i, (v, old) in enumerate(zip(solution, board, strict=True))
                   if not old]
     return "PLACE: " + "; ".join(placements)
+
+
+#: The oracle's demonstrations for a warm start, from the env's state (sudoku_demonstrations).
+demonstrations = DEMONSTRATION_ORACLE.demonstrations

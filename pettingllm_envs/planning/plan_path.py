@@ -38,61 +38,14 @@ from __future__ import annotations
 import itertools
 import random
 import re
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
 from pettingllm_envs.core.tools import ToolEnvConfig, ToolRun, team_history_lines
+from pettingllm_envs.planning.maze import Maze, bfs_distances, shortest_moves
 from pettingllm_envs.planning.moves import MOVES, apply_move_action, describe_moves, move_team_instructions
-
-
-@dataclass(frozen=True)
-class Maze:
-    """One plan-path problem. ``distance[r][c]`` is the BFS distance to the goal (-1: unreachable)."""
-
-    grid: tuple[str, ...]
-    start: tuple[int, int]
-    goal: tuple[int, int]
-    distance: tuple[tuple[int, ...], ...]
-
-    @property
-    def shortest(self) -> int:
-        return self.distance[self.start[0]][self.start[1]]
-
-    def open(self, row: int, col: int) -> bool:
-        return 0 <= row < len(self.grid) and 0 <= col < len(self.grid[0]) and self.grid[row][col] != "#"
-
-    def dist(self, pos: tuple[int, int]) -> int:
-        return self.distance[pos[0]][pos[1]]
-
-
-def bfs_distances(grid: tuple[str, ...], goal: tuple[int, int]) -> tuple[tuple[int, ...], ...]:
-    rows, cols = len(grid), len(grid[0])
-    dist = [[-1] * cols for _ in range(rows)]
-    dist[goal[0]][goal[1]] = 0
-    frontier = deque([goal])
-    while frontier:
-        r, c = frontier.popleft()
-        for dr, dc in MOVES.values():
-            nr, nc = r + dr, c + dc
-            if 0 <= nr < rows and 0 <= nc < cols and grid[nr][nc] != "#" and dist[nr][nc] < 0:
-                dist[nr][nc] = dist[r][c] + 1
-                frontier.append((nr, nc))
-    return tuple(tuple(row) for row in dist)
-
-
-def shortest_moves(maze: Maze, pos: tuple[int, int]) -> list[str]:
-    """A shortest move list from ``pos`` to the goal (greedy descent on the distance map)."""
-    moves = []
-    while pos != maze.goal:
-        for name, (dr, dc) in MOVES.items():
-            nxt = (pos[0] + dr, pos[1] + dc)
-            if maze.open(*nxt) and maze.dist(nxt) == maze.dist(pos) - 1:
-                moves.append(name)
-                pos = nxt
-                break
-    return moves
+from pettingllm_envs.planning.plan_path_demonstrations import ORACLE as DEMONSTRATION_ORACLE
 
 
 @dataclass
@@ -318,3 +271,7 @@ def scripted_policy(observation: str, agent: str, info: dict) -> str:
         return f"```python\n{program}```"
     maze = Maze(grid, (r, c), (gr, gc), bfs_distances(grid, (gr, gc)))
     return "MOVES: " + " ".join(shortest_moves(maze, (r, c)))
+
+
+#: The oracle's demonstrations for a warm start, from the env's state (plan_path_demonstrations).
+demonstrations = DEMONSTRATION_ORACLE.demonstrations

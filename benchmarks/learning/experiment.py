@@ -1,8 +1,7 @@
 """Does AT-GRPO teach? The AT-GRPO paper's comparison in miniature, on held-out problems.
 
-``pettingllm learning [--quick] [--out-dir DIR] [--seeds 0 1 2] [--envs plan_path_v0 sudoku_v0]``
-(also ``python -m benchmarks.learning``; the code lives here so that the installed command
-works outside a checkout, and nothing imports ``benchmarks``).
+``python -m benchmarks.learning [--quick] [--out-dir DIR] [--seeds 0 1 2] [--envs plan_path_v0 sudoku_v0]``,
+from the repository root.
 
 The paper (Zhao et al. 2025, "Stronger Together") reports that on long-horizon planning a
 multi-agent system trained with AT-GRPO reaches 96-99.5 % where single-agent RL reaches
@@ -10,10 +9,10 @@ multi-agent system trained with AT-GRPO reaches 96-99.5 % where single-agent RL 
 turn-wise groups are what make it work. This runs the same comparison at a size a CPU can
 rerun:
 
-1. **One warm start per env** (:mod:`trainers.sft`): a byte-level Llama-style model
+1. **One warm start per env** (:mod:`benchmarks.learning.sft`): a byte-level Llama-style model
    (1.38M parameters) trained from scratch on the oracle's demonstrations of the train split
    with injected mistakes (tool programs a small model can write, a planner that takes the
-   tool's answer over, brief role tags as system messages: :mod:`trainers.demonstrations`),
+   tool's answer over, brief role tags as system messages: :mod:`benchmarks.learning.demonstrations`),
    both views (every role, and the single-agent reply) in one shared model, so every
    condition starts from the same weights.
 2. **Five conditions**, each from that warm start, at a matched budget (the same number of
@@ -49,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 import time
@@ -58,10 +56,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from trainers.evaluation import wilson_interval
-
-#: Two-sided 95 % quantiles of Student's t by degrees of freedom (seeds - 1).
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+from benchmarks.learning.report import markdown_table, plot, summarize
 
 
 @dataclass(frozen=True)
@@ -117,11 +112,11 @@ class EnvSetting:
     """Held-out evaluations during a run besides before and after."""
     scripted_roles: tuple[str, ...] = ()
     """Roles played by the oracle without mistakes instead of a trained policy
-    (:class:`trainers.demonstrations.ScriptedPartners`); the quick CI check scripts the tool."""
+    (:class:`benchmarks.learning.demonstrations.ScriptedPartners`); the quick CI check scripts the tool."""
     single_agent_demonstrations: bool = True
     """Also demonstrate the single-agent view (needed when the single-agent condition runs)."""
     warm_dir: str | None = None
-    """An existing warm start (a ``pettingllm sft`` output, shared regime) to use instead of
+    """An existing warm start (a :mod:`benchmarks.learning.sft` output, shared regime) to use instead of
     training one; its ``sft.json`` (and those of the models it was fine-tuned from) go into the results."""
 
 
@@ -131,7 +126,7 @@ class ExperimentConfig:
 
     envs: list[EnvSetting] = field(default_factory=lambda: [
         # The tool writes a short solver over a copy of the board (400 and 290 bytes) and the
-        # planner copies what it printed (trainers.demonstrations); its prompt shows the program.
+        # planner copies what it printed (the envs' Demonstrations); its prompt shows the program.
         EnvSetting("plan_path_v0", {"rows": 3, "cols": 3, "min_distance": 2, "max_turns": 2},
                    sft_continue=((300, 1e-3),), max_new_tokens=448, max_new_tokens_single=480,
                    max_prompt_tokens=768, budget=512),
@@ -163,7 +158,7 @@ class ExperimentConfig:
 
 def quick_config(work_dir: str) -> ExperimentConfig:
     """The CI check, a few minutes of one core: the tool is played by the oracle
-    (:class:`trainers.demonstrations.ScriptedPartners`) and only the planner is warm-started and
+    (:class:`benchmarks.learning.demonstrations.ScriptedPartners`) and only the planner is warm-started and
     trained by AT-GRPO, three seeds. The planner's demonstrations take the tool's correct answer
     over, corrupted at 30 % of them, so the warm planner copies it only part of the time and
     exact copying is what RL has to teach. The model is the full experiment's (1.38M
@@ -178,37 +173,6 @@ def quick_config(work_dir: str) -> ExperimentConfig:
                       single_agent_demonstrations=False)
     return replace(full, envs=[setting], conditions=CONDITIONS[:1], problems_per_step=4, work_dir=work_dir,
                    out_dir=str(Path(work_dir) / "results"))
-
-
-# ------------------------------------------------------------------ statistics (pure)
-
-
-def mean_ci(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95 % t interval over seeds (0 for one value)."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, 0.0
-    return mean, T95.get(len(values) - 1, 1.96) * statistics.stdev(values) / math.sqrt(len(values))
-
-
-def pooled_rate(rates: Sequence[float], n_each: int) -> dict[str, float]:
-    """Success over every seed's episodes pooled, with its Wilson 95 % interval."""
-    successes = round(sum(r * n_each for r in rates))
-    n = n_each * len(rates)
-    low, high = wilson_interval(successes, n)
-    return {"rate": successes / n, "ci_low": low, "ci_high": high, "episodes": n}
-
-
-def improvement_beyond_noise(before: Sequence[float], after: Sequence[float]) -> dict[str, float]:
-    """The mean change of held-out success over seeds against the seed-to-seed noise measured
-    in the same run: the larger standard deviation over seeds of the before and after rates
-    (how much one seed's figure moves by chance). ``beyond`` is 1 when the mean change
-    exceeds it."""
-    deltas = [a - b for a, b in zip(after, before, strict=True)]
-    noise = max(statistics.stdev(before) if len(before) > 1 else 0.0,
-                statistics.stdev(after) if len(after) > 1 else 0.0)
-    mean = statistics.fmean(deltas)
-    return {"mean_delta": mean, "noise": noise, "beyond": float(mean > noise)}
 
 
 # --------------------------------------------------------------------- running
@@ -228,7 +192,7 @@ def warm_start(setting: EnvSetting, cfg: ExperimentConfig, log: Any) -> tuple[Pa
     """The env's warm start, trained once (each stage of ``sft_continue`` from the previous
     one's weights) and reused by every condition and seed; a stage whose ``sft.json`` holds
     the same config is reused, not retrained."""
-    from trainers.sft import SFTConfig, train_sft
+    from benchmarks.learning.sft import SFTConfig, train_sft
 
     if setting.warm_dir:
         out = Path(setting.warm_dir)
@@ -261,8 +225,8 @@ def warm_start(setting: EnvSetting, cfg: ExperimentConfig, log: Any) -> tuple[Pa
 
 def make_trainer(setting: EnvSetting, condition: Condition, seed: int, warm: Path, cfg: ExperimentConfig,
                  run_dir: Path) -> Any:
+    from benchmarks.learning.demonstrations import make_view
     from trainers.config import TrainConfig
-    from trainers.demonstrations import make_view
     from trainers.train import Trainer
 
     class ViewTrainer(Trainer):
@@ -331,27 +295,6 @@ def run_condition(setting: EnvSetting, condition: Condition, seed: int, warm: Pa
     return result
 
 
-def summarize(runs: list[dict[str, Any]], eval_problems: int) -> dict[str, Any]:
-    """Per-condition aggregates over seeds (pure)."""
-    before = [r["before"] for r in runs]
-    after = [r["after"] for r in runs]
-    delta, delta_ci = mean_ci([a - b for a, b in zip(after, before, strict=True)])
-    roles = sorted(runs[0]["returns_after"])
-    return {
-        "seeds": len(runs),
-        "before": pooled_rate(before, eval_problems), "after": pooled_rate(after, eval_problems),
-        "delta_mean": delta, "delta_ci95": delta_ci,
-        "after_seed_std": statistics.stdev(after) if len(after) > 1 else 0.0,
-        **improvement_beyond_noise(before, after),
-        "returns_before": {r: statistics.fmean(x["returns_before"][r] for x in runs) for r in roles},
-        "returns_after": {r: statistics.fmean(x["returns_after"][r] for x in runs) for r in roles},
-        "degenerate_frac": statistics.fmean(r["degenerate_frac"] for r in runs),
-        "completions": statistics.fmean(r["completions"] for r in runs),
-        "completion_tokens": statistics.fmean(r["completion_tokens"] for r in runs),
-        "seconds": statistics.fmean(r["seconds"] for r in runs),
-    }
-
-
 def run_experiment(cfg: ExperimentConfig, log: Any = sys.stderr) -> dict[str, Any]:
     import torch
 
@@ -407,79 +350,10 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-# --------------------------------------------------------------------- reporting
-
-#: The paper's numbers (Zhao et al. 2025, Qwen3-1.7B): held-out success before -> after.
-PAPER = {
-    "plan_path_v0": "AT-GRPO (MAS): 5 -> 96-97 %; single-agent RL: 14-47 %",
-    "sudoku_v0": "AT-GRPO (MAS): 7 -> 99 %; single-agent RL: 14-47 %",
-}
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}"
-
-
-def markdown_table(results: dict[str, Any]) -> str:
-    lines = ["| env | condition | held-out success before (95 % CI) | after (95 % CI) | change, mean over seeds "
-             "(95 % t CI) | seed std after | degenerate groups | completions | wall s/run | paper |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for env_id, env_result in results["envs"].items():
-        for name, cond in env_result["conditions"].items():
-            s = cond["summary"]
-            b, a = s["before"], s["after"]
-            lines.append(
-                f"| `{env_id}` | {name} | {_pct(b['rate'])} % ({_pct(b['ci_low'])}-{_pct(b['ci_high'])}) | "
-                f"{_pct(a['rate'])} % ({_pct(a['ci_low'])}-{_pct(a['ci_high'])}) | "
-                f"{100 * s['delta_mean']:+.1f} ± {100 * s['delta_ci95']:.1f} pts | {100 * s['after_seed_std']:.1f} | "
-                f"{s['degenerate_frac']:.2f} | {s['completions']:.0f} | {s['seconds']:.0f} | "
-                f"{PAPER.get(env_id, '') if name == 'at_grpo_per_role' else ''} |")
-    lines += ["", "Held-out return per role (mean over seeds and test episodes), before -> after:", "",
-              "| env | condition | returns | train reward, first -> last step |", "|---|---|---|---|"]
-    for env_id, env_result in results["envs"].items():
-        for name, cond in env_result["conditions"].items():
-            s = cond["summary"]
-            returns = ", ".join(f"{role} {s['returns_before'][role]:+.2f} -> {s['returns_after'][role]:+.2f}"
-                                for role in s["returns_after"])
-            first = statistics.fmean(r["train_reward_first"] for r in cond["runs"])
-            last = statistics.fmean(r["train_reward_last"] for r in cond["runs"])
-            lines.append(f"| `{env_id}` | {name} | {returns} | {first:+.3f} -> {last:+.3f} |")
-    return "\n".join(lines) + "\n"
-
-
-def plot(results: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    envs = list(results["envs"])
-    fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4.2), squeeze=False)
-    for ax, env_id in zip(axes[0], envs, strict=True):
-        for name, cond in results["envs"][env_id]["conditions"].items():
-            runs = cond["runs"]
-            points = min(len(r["curve"]) for r in runs)
-            xs = [statistics.fmean(r["curve"][i]["completions"] for r in runs) for i in range(points)]
-            ys = [statistics.fmean(r["curve"][i]["success"] for r in runs) for i in range(points)]
-            low = [min(r["curve"][i]["success"] for r in runs) for i in range(points)]
-            high = [max(r["curve"][i]["success"] for r in runs) for i in range(points)]
-            (line,) = ax.plot(xs, ys, marker="o", label=name)
-            ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.15)
-        ax.set_title(env_id)
-        ax.set_xlabel("sampled completions")
-        ax.set_ylabel("held-out success (mean of seeds; band: min-max)")
-        ax.set_ylim(0, 1)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 # ------------------------------------------------------------------------ command
 
 
-def build_parser(prog: str = "pettingllm learning") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m benchmarks.learning") -> argparse.ArgumentParser:
     from pettingllm_envs.cli.errors import ArgumentParser
 
     parser = ArgumentParser(prog=prog, description="AT-GRPO against its ablations and the "
@@ -497,7 +371,7 @@ def build_parser(prog: str = "pettingllm learning") -> argparse.ArgumentParser:
     parser.add_argument("--work-dir", default="runs/learning", help="warm starts and runs (default: runs/learning)")
     parser.add_argument("--out-dir", help="results (default: benchmarks/results/learning; --quick: WORK_DIR/results)")
     parser.add_argument("--warm-dir", nargs=2, action="append", metavar=("ENV", "DIR"),
-                        help="use the pettingllm sft output DIR as ENV's warm start instead of training one "
+                        help="use the benchmarks.learning.sft output DIR as ENV's warm start instead of training one "
                              "(repeatable; default: train one per env in WORK_DIR)")
     parser.add_argument("--combine", nargs="+", metavar="JSON", help="only merge learning.json files of runs made "
                         "in separate processes into OUT_DIR (table, plot, JSON)")
@@ -505,7 +379,15 @@ def build_parser(prog: str = "pettingllm learning") -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    """``python -m benchmarks.learning [options]``; a bad option is one line on stderr and exit status 2."""
+    from pettingllm_envs.cli.errors import UsageError
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except UsageError as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
     if args.combine:
         merged = combine(args.combine, args.out_dir or "benchmarks/results/learning")
         print(markdown_table(merged))
@@ -535,7 +417,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[learning] quick: mean change {verdict['mean_delta']:+.3f}, seed noise {verdict['noise']:.3f}")
         return 0 if verdict["beyond"] else 1
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,10 +1,11 @@
-"""``pettingllm sft``: a supervised warm start on the scripted oracle's demonstrations.
+"""``python -m benchmarks.learning.sft``: a supervised warm start on the scripted oracle's demonstrations.
 
 RL sharpens what a policy can already sometimes do: from a random model every group is
 degenerate (docs/design.md §4). This command trains a policy (one shared, or one per role)
-on :mod:`trainers.demonstrations` (the oracle's actions on the train split, with mistakes
-injected at ``mistake_rate`` so the warm policy is imperfect) and writes a policy directory
-that ``pettingllm train`` starts from:
+on :mod:`benchmarks.learning.demonstrations` (the oracle's actions on the train split, the
+envs' :class:`~pettingllm_envs.capabilities.Demonstrations`, with mistakes injected at
+``mistake_rate`` so the warm policy is imperfect) and writes a policy directory that
+``pettingllm train`` starts from:
 
 * ``regime: shared``: ``OUT`` is one model + tokenizer directory: ``--model OUT``.
 * ``regime: per_role``: ``OUT/<role>/`` per role (and ``OUT/solo/`` with ``single_agent``),
@@ -45,17 +46,17 @@ from typing import Any
 
 import torch
 
+from benchmarks.learning.demonstrations import Demonstration, multi_agent_demonstrations, single_agent_demonstrations
 from trainers.config import Regime, TrainConfig
-from trainers.demonstrations import Demonstration, multi_agent_demonstrations, single_agent_demonstrations
 
 
 class SFTConfigError(ValueError):
-    """A bad ``pettingllm sft`` option or config value (one line, exit status 2 on the command line)."""
+    """A bad ``sft`` option or config value (one line, exit status 2 on the command line)."""
 
 
 @dataclass
 class SFTConfig:
-    """Everything ``pettingllm sft`` needs (``pettingllm sft --help`` lists the fields)."""
+    """Everything the warm start needs (``python -m benchmarks.learning.sft --help`` lists the fields)."""
 
     env: str = "plan_path_v0"
     """Env whose scripted oracle is imitated (``plan_path_v0`` or ``sudoku_v0``)."""
@@ -66,7 +67,7 @@ class SFTConfig:
     """Train-split problems whose oracle episodes are demonstrated (ids 0 .. K-1)."""
     mistake_rate: float = 0.3
     """Probability that a demonstrated answer is replaced by a well-formed wrong one
-    (:mod:`trainers.demonstrations`): the warm policy then fails some problems, which is
+    (:mod:`benchmarks.learning.demonstrations`): the warm policy then fails some problems, which is
     what RL needs (every group degenerate otherwise)."""
     single_agent: bool = True
     """Also demonstrate the single-agent view (one ``### <role>`` section per role,
@@ -74,9 +75,9 @@ class SFTConfig:
     from the same warm start as the multi-agent conditions."""
     brief_instructions: bool = True
     """Replace the envs' long system messages by one-line role tags
-    (:class:`trainers.demonstrations.BriefInstructions`): 3-4x shorter prompts for a model
+    (:class:`benchmarks.learning.demonstrations.BriefInstructions`): 3-4x shorter prompts for a model
     trained from scratch, which cannot read the English anyway. An RL run from this warm
-    start must use the same prompts (``benchmarks/learning.py`` does)."""
+    start must use the same prompts (:mod:`benchmarks.learning.experiment` does)."""
     scripted_roles: list[str] = field(default_factory=list)
     """Roles played by the oracle without mistakes during the demonstrations (and in the RL runs
     that start from this warm start): only the other roles are demonstrated, and they see the
@@ -259,7 +260,7 @@ def _save(policies: Any, cfg: SFTConfig, out: Path) -> None:
     shutil.rmtree(out / "_scratch", ignore_errors=True)
 
 
-def build_parser(prog: str = "pettingllm sft") -> Any:
+def build_parser(prog: str = "python -m benchmarks.learning.sft") -> Any:
     """``--config FILE.yaml`` plus ``--field value`` per :class:`SFTConfig` field (values parsed as YAML)."""
     import argparse
 
@@ -294,16 +295,27 @@ def load_sft_config(argv: Sequence[str] | None = None) -> SFTConfig:
         values[name] = value if types[name] == "str" else yaml.safe_load(value)
     unknown = sorted(set(values) - set(types))
     if unknown:
-        raise SFTConfigError(f"unknown SFTConfig fields {unknown} (pettingllm sft --help lists them)")
+        raise SFTConfigError(f"unknown SFTConfig fields {unknown} (--help lists them)")
     config = SFTConfig(**values)
     config.validate()
     return config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``pettingllm sft [--config FILE.yaml] [--field VALUE ...]``."""
-    cfg = load_sft_config(argv)
+    """``python -m benchmarks.learning.sft [--config FILE.yaml] [--field VALUE ...]``; a bad
+    option or value is one line on stderr and exit status 2."""
+    from pettingllm_envs.cli.errors import UsageError
+
+    try:
+        cfg = load_sft_config(sys.argv[1:] if argv is None else argv)
+    except (SFTConfigError, UsageError) as error:
+        print(f"{build_parser().prog}: error: {error}", file=sys.stderr)
+        return 2
     summary = train_sft(cfg)
     print(f"[sft] {summary['demonstrations']} demonstrations ({summary['corrupted_share']:.0%} corrupted), "
           f"final loss {summary['final_loss']:.4f}, {summary['seconds_total']:.0f}s -> {cfg.out_dir}", file=sys.stderr)
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
