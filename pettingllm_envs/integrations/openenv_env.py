@@ -19,12 +19,28 @@ the role's previous turn (``new_messages``), the reward that role was paid since
 action (for a learner's first turn, what it was paid before acting), ``done``, and in
 ``metadata`` the env's info for the role and every role's return so far.
 
+One episode can also be shared by several sessions, each playing its own roles (one policy
+per role, e.g. two processes): every session resets with ``shared=True``, the same
+``episode_id``, ``seed`` and ``seats`` (roles a seat plays; default none) and ``learners=[its
+roles]`` (default: every role no session has claimed yet). The first session opens the
+episode in the server's table; it starts once every role without a seat is claimed, and a
+role left unclaimed for ``join_timeout_s`` refuses the episode (every waiting ``reset``
+raises an error naming the roles). ``reset`` and ``step`` return when it is one of the
+session's roles' turn, or when the episode is over; a player silent for ``turn_timeout_s``,
+or a session that leaves (closes, resets), abandons the episode: every session's next
+observation is ``done`` with ``metadata["error"]`` saying why. Each observation's reward is
+what the env paid that session's role since its previous report, so a role's rewards sum to
+its return. The final prompt and info go to the session whose action ended the episode. An
+episode leaves the table when it is over. Keep the client's ``message_timeout_s`` (60 s by
+default) above ``join_timeout_s + turn_timeout_s``, as a ``reset`` can wait for both.
+
 Serve: ``uvicorn.run(openenv_app("plan_path_v0", max_turns=4), host="127.0.0.1", port=8000)``;
 connect: ``PettingLLMClient(base_url="http://127.0.0.1:8000").sync()``.
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Collection
 from typing import Any
@@ -37,7 +53,7 @@ from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
 from pettingllm_envs.registry import make
-from pettingllm_envs.seats import SeatedEpisode, SeatTurn, make_seat
+from pettingllm_envs.seats import SeatedEpisode, make_seat
 
 #: Seat specs a client may ask for unless the server allows more.
 SAFE_SEATS = ("scripted", "random")
@@ -62,23 +78,159 @@ class PettingLLMState(State):
     returns: dict[str, float] = Field(default_factory=dict)
 
 
+class SharedEpisode:
+    """An episode whose learner roles (every role without a seat) are played by one or more sessions.
+
+    A :class:`~pettingllm_envs.seats.SeatedEpisode` with those roles as learners holds the play;
+    ``changed`` (a condition) guards it, and sessions wait on it for their roles' turns."""
+
+    def __init__(self, env_id: str, env_config: dict[str, Any], seed: int, seats: dict[str, str]) -> None:
+        env = make(env_id, **env_config)
+        self.seed, self.seats = seed, seats
+        self.roles = [role for role in env.possible_agents if role not in seats]
+        self.episode = SeatedEpisode(env, {r: make_seat(s, env_id, seed=seed) for r, s in seats.items()}, self.roles)
+        self.claimed: set[str] = set()
+        self.started = False
+        self.ended_by: PettingLLMEnvironment | None = None
+        self.error: str | None = None
+        self.changed = threading.Condition()
+
+    @property
+    def unclaimed(self) -> list[str]:
+        return [role for role in self.roles if role not in self.claimed]
+
+    @property
+    def over(self) -> bool:
+        return self.error is not None or (self.started and self.episode.done)
+
+    def claim(self, roles: list[str]) -> None:
+        if not roles:
+            raise ValueError(f"every role of this episode is taken (by sessions: {sorted(self.claimed)}; "
+                             f"by seats: {sorted(self.seats)})")
+        taken = sorted(set(roles) & self.claimed)
+        if taken:
+            raise ValueError(f"roles {taken} of this episode are already played by another session")
+        not_played = sorted(set(roles) - set(self.roles))
+        if not_played:
+            raise ValueError(f"roles {not_played} are not played by sessions in this episode (seats: {self.seats})")
+        self.claimed.update(roles)
+        if not self.unclaimed:
+            self.episode.reset(seed=self.seed)
+            self.started = True
+            self.changed.notify_all()
+
+    def abort(self, error: str) -> None:
+        if not self.over:
+            self.error = error
+            self.changed.notify_all()
+
+    def wait(self, roles: Collection[str], timeout_s: float) -> bool:
+        """Wait until one of ``roles`` is to act or the episode is over; False on timeout."""
+        return self.changed.wait_for(lambda: self.over or (self.started and self.episode.agent in roles), timeout_s)
+
+
+class EpisodeTable:
+    """The shared episodes of one server, by episode id; an episode leaves it when it is over."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.episodes: dict[str, SharedEpisode] = {}
+
+    def discard(self, episode_id: str, shared: SharedEpisode) -> None:
+        with self.lock:
+            if self.episodes.get(episode_id) is shared:
+                del self.episodes[episode_id]
+
+
 class PettingLLMEnvironment(Environment[PettingLLMAction, PettingLLMObservation, PettingLLMState]):
-    """One session's episodes of ``env_id`` (module docstring)."""
+    """One session's episodes of ``env_id``, alone or in a shared episode (module docstring)."""
 
-    SUPPORTS_CONCURRENT_SESSIONS = True  # every session builds its own env; nothing mutable is shared
+    # OpenEnv runs a session's reset/step/close in that session's own worker thread, so a session
+    # may block waiting for its turn; what sessions share (shared episodes) is behind their locks.
+    SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, env_id: str, *, allowed_seats: Collection[str] = SAFE_SEATS, **env_config: Any) -> None:
+    def __init__(self, env_id: str, *, allowed_seats: Collection[str] = SAFE_SEATS, table: EpisodeTable | None = None,
+                 join_timeout_s: float = 20.0, turn_timeout_s: float = 30.0, **env_config: Any) -> None:
         super().__init__()
         self.env_id, self.allowed_seats, self.env_config = env_id, tuple(allowed_seats), env_config
+        self.table = table if table is not None else EpisodeTable()
+        self.join_timeout_s, self.turn_timeout_s = join_timeout_s, turn_timeout_s
         self.roles = list(make(env_id, **env_config).possible_agents)
-        self.episode: SeatedEpisode | None = None
+        self.shared: SharedEpisode | None = None
+        self.learners: list[str] = []
+        self._paid: dict[str, float] = {}
+        self._last_role: str | None = None
         self._state = PettingLLMState(env_id=env_id)
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, learners: list[str] | None = None,
-              seats: dict[str, str] | None = None, **kwargs: Any) -> PettingLLMObservation:
-        learners = list(learners or self.roles)
-        specs = {role: "scripted" for role in self.roles if role not in learners}
-        specs.update(seats or {})
+              seats: dict[str, str] | None = None, shared: bool = False, **kwargs: Any) -> PettingLLMObservation:
+        self.close()
+        seed = 0 if seed is None else seed
+        unknown = sorted(set(learners or []) - set(self.roles))
+        if unknown:
+            raise ValueError(f"learners must be roles of {self.env_id} ({self.roles}), got {unknown}")
+        if shared:
+            if not episode_id:
+                raise ValueError("a shared episode needs an episode_id, the same in every session that plays it")
+            self._check_seats(seats or {})
+            episode, roles = self._join(episode_id, seed, seats, learners)
+        else:
+            roles = list(learners or self.roles)
+            specs = {role: "scripted" for role in self.roles if role not in roles}
+            specs.update(seats or {})
+            self._check_seats(specs)
+            episode = SharedEpisode(self.env_id, self.env_config, seed,
+                                    {role: spec for role, spec in specs.items() if role not in roles})
+            episode_id = episode_id or str(uuid.uuid4())
+            with episode.changed:
+                episode.claim(roles)
+        with episode.changed:
+            if not episode.changed.wait_for(lambda: episode.started or episode.over, self.join_timeout_s):
+                episode.abort(f"roles {episode.unclaimed} were not claimed by any session within "
+                              f"{self.join_timeout_s:g} s: the episode is refused")
+            error = episode.error if not episode.started else None
+        if error is not None:
+            self.table.discard(episode_id, episode)
+            raise RuntimeError(error)
+        self.shared, self.learners, self._last_role = episode, roles, roles[0]
+        self._paid = dict.fromkeys(roles, 0.0)
+        self._state = PettingLLMState(env_id=self.env_id, episode_id=episode_id, learners=roles)
+        with episode.changed:
+            self._await_turn(episode)
+            observation = self._observe(episode)
+        return self._after(observation, episode)
+
+    def step(self, action: PettingLLMAction, timeout_s: float | None = None, **kwargs: Any) -> PettingLLMObservation:
+        episode = self.shared
+        if episode is None:
+            raise RuntimeError("the episode is over (or never started): reset first")
+        with episode.changed:
+            if episode.error is None:
+                if episode.episode.agent not in self.learners:
+                    raise RuntimeError(f"it is {episode.episode.agent}'s turn, not one of {self.learners}")
+                self._last_role = episode.episode.agent
+                self._state.step_count += 1
+                episode.episode.act(action.text)
+                if episode.episode.done:
+                    episode.ended_by = self
+                episode.changed.notify_all()
+                self._await_turn(episode)
+            observation = self._observe(episode)
+        return self._after(observation, episode)
+
+    def close(self) -> None:
+        """Leave the current episode: a shared episode still running is abandoned, and its other sessions told."""
+        episode, self.shared = self.shared, None
+        if episode is not None:
+            with episode.changed:
+                episode.abort(f"the session playing {self.learners} left the episode")
+            self.table.discard(self._state.episode_id or "", episode)
+
+    @property
+    def state(self) -> PettingLLMState:
+        return self._state
+
+    def _check_seats(self, specs: dict[str, str]) -> None:
         refused = sorted(spec for spec in specs.values() if spec not in self.allowed_seats)
         if refused:
             raise ValueError(f"seat specs {refused} are not allowed on this server "
@@ -86,39 +238,71 @@ class PettingLLMEnvironment(Environment[PettingLLMAction, PettingLLMObservation,
         unknown = sorted(set(specs) - set(self.roles))
         if unknown:
             raise ValueError(f"seats name roles that {self.env_id} does not have: {unknown}")
-        env = make(self.env_id, **self.env_config)
-        seed = 0 if seed is None else seed
-        self.episode = SeatedEpisode(env, {r: make_seat(s, self.env_id, seed=seed) for r, s in specs.items()},
-                                     learners)
-        self._state = PettingLLMState(env_id=self.env_id, episode_id=episode_id or str(uuid.uuid4()),
-                                      learners=learners)
-        return self._observe(self.episode.reset(seed=seed))
 
-    def step(self, action: PettingLLMAction, timeout_s: float | None = None, **kwargs: Any) -> PettingLLMObservation:
-        if self.episode is None or self.episode.done:
-            raise RuntimeError("the episode is over (or never started): reset first")
-        self._state.step_count += 1
-        return self._observe(self.episode.act(action.text))
+    def _join(self, episode_id: str, seed: int, seats: dict[str, str] | None,
+              learners: list[str] | None) -> tuple[SharedEpisode, list[str]]:
+        """Open the shared episode ``episode_id`` or join it, claiming ``learners`` (default: every unclaimed role)."""
+        with self.table.lock:
+            episode = self.table.episodes.get(episode_id)
+            if episode is None:
+                episode = SharedEpisode(self.env_id, self.env_config, seed, dict(seats or {}))
+            elif episode.seed != seed or (seats is not None and seats != episode.seats):
+                raise ValueError(f"episode {episode_id!r} was opened with seed {episode.seed} and seats "
+                                 f"{episode.seats}: join it with the same")
+            with episode.changed:
+                roles = list(learners or episode.unclaimed)
+                episode.claim(roles)
+            self.table.episodes[episode_id] = episode  # only once claimed, so a refused opening leaves nothing
+        return episode, roles
 
-    @property
-    def state(self) -> PettingLLMState:
-        return self._state
+    def _await_turn(self, episode: SharedEpisode) -> None:
+        """Wait (holding ``episode.changed``) for this session's turn or the end; a silent player abandons it."""
+        if not episode.wait(self.learners, self.turn_timeout_s):
+            episode.abort(f"no move from the session playing {episode.episode.agent} within "
+                          f"{self.turn_timeout_s:g} s: the episode is abandoned")
 
-    def _observe(self, turn: SeatTurn) -> PettingLLMObservation:
-        assert self.episode is not None
-        self._state.agent = turn.agent
-        self._state.returns = dict(self.episode.returns)
-        info = {key: value for key, value in turn.info.items() if key not in ("messages", "new_messages")}
+    def _after(self, observation: PettingLLMObservation, episode: SharedEpisode) -> PettingLLMObservation:
+        """Once the session has seen the end, it leaves the episode and the table drops it."""
+        if observation.done:
+            self.shared = None
+            self.table.discard(self._state.episode_id or "", episode)
+        return observation
+
+    def _observe(self, episode: SharedEpisode) -> PettingLLMObservation:
+        """This session's view (holding ``episode.changed``): its role's turn, or the end (an error included).
+
+        The reward is what the env paid the role since the session last reported it, so a role's
+        rewards sum to its return; the final prompt and info go to the session whose action ended the
+        episode (every session, when no action did)."""
+        turn, returns = episode.episode.turn, dict(episode.episode.returns)
+        assert turn is not None
+        ours = episode.error is None and (turn.agent in self.learners
+                                          or (turn.agent is None and episode.ended_by in (self, None)))
+        role = turn.agent if ours and turn.agent is not None else self._last_role
+        assert role is not None
+        reward, self._paid[role] = returns[role] - self._paid[role], returns[role]
+        info = {key: value for key, value in turn.info.items()
+                if ours and key not in ("messages", "new_messages")}
+        metadata: dict[str, Any] = {"info": info, "returns": returns, "success": bool(info.get("success"))}
+        if episode.error is not None:
+            metadata["error"] = episode.error
+        self._state.agent = turn.agent if ours else None
+        self._state.returns = returns
         return PettingLLMObservation(
-            agent=turn.agent, prompt=str(turn.observation), messages=list(turn.messages or []),
-            new_messages=list(turn.info.get("new_messages") or []), reward=turn.reward, done=turn.done,
-            metadata={"info": info, "returns": dict(self.episode.returns), "success": bool(info.get("success"))})
+            agent=self._state.agent, prompt=str(turn.observation) if ours else "",
+            messages=list(turn.messages or []) if ours else [],
+            new_messages=list(turn.info.get("new_messages") or []) if ours else [],
+            reward=reward, done=episode.over, metadata=metadata)
 
 
 def openenv_app(env_id: str, *, allowed_seats: Collection[str] = SAFE_SEATS, max_concurrent_envs: int = 8,
-                **env_config: Any) -> Any:
-    """The FastAPI app serving ``env_id`` (``env_config``: keyword arguments of ``pettingllm_envs.make``)."""
-    return create_app(lambda: PettingLLMEnvironment(env_id, allowed_seats=allowed_seats, **env_config),
+                join_timeout_s: float = 20.0, turn_timeout_s: float = 30.0, **env_config: Any) -> Any:
+    """The FastAPI app serving ``env_id`` (``env_config``: keyword arguments of ``pettingllm_envs.make``);
+    its sessions share one :class:`EpisodeTable` (module docstring for the timeouts)."""
+    table = EpisodeTable()
+    return create_app(lambda: PettingLLMEnvironment(env_id, allowed_seats=allowed_seats, table=table,
+                                                    join_timeout_s=join_timeout_s, turn_timeout_s=turn_timeout_s,
+                                                    **env_config),
                       PettingLLMAction, PettingLLMObservation, env_name=f"pettingllm_{env_id}",
                       max_concurrent_envs=max_concurrent_envs, state_cls=PettingLLMState)
 
