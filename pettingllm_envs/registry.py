@@ -15,6 +15,8 @@ from typing import Any
 
 from pettingzoo import AECEnv, ParallelEnv
 
+from pettingllm_envs.extras import extra_hint
+
 ENV_MODULES: dict[str, str] = {
     "code_v0": "pettingllm_envs.code.code_env",
     "math_v0": "pettingllm_envs.math.math_env",
@@ -25,16 +27,21 @@ ENV_MODULES: dict[str, str] = {
     "tictactoe_v0": "pettingllm_envs.games.tictactoe",
 }
 
-#: Envs that bridge an optional library: ``env_id -> (module, the package it needs)``. Each is
-#: registered only when its package is installed (its extra, e.g. ``pip install -e '.[textarena]'``),
-#: so a base install lists, runs and tests only envs that work.
-OPTIONAL_ENV_MODULES: dict[str, tuple[str, str]] = {
-    "textarena_v0": ("pettingllm_envs.bridges.textarena_env", "textarena"),
-    "reasoning_gym_v0": ("pettingllm_envs.bridges.reasoning_gym_env", "reasoning_gym"),
+#: Envs that bridge an optional library: ``env_id -> (module, the package it needs, the extra
+#: that installs it)``. Each is registered only when its package is installed, so a base install
+#: lists, runs and tests only envs that work; :func:`missing_optional_envs` says what the rest need.
+OPTIONAL_ENV_MODULES: dict[str, tuple[str, str, str]] = {
+    "textarena_v0": ("pettingllm_envs.bridges.textarena_env", "textarena", "textarena"),
+    "reasoning_gym_v0": ("pettingllm_envs.bridges.reasoning_gym_env", "reasoning_gym", "reasoning-gym"),
 }
-for _env_id, (_module, _package) in OPTIONAL_ENV_MODULES.items():
+for _env_id, (_module, _package, _extra) in OPTIONAL_ENV_MODULES.items():
     if importlib.util.find_spec(_package) is not None:
         ENV_MODULES[_env_id] = _module
+
+
+def missing_optional_envs() -> dict[str, str]:
+    """``env_id -> extra`` for the optional envs that are not registered because their package is missing."""
+    return {env_id: extra for env_id, (_, _, extra) in OPTIONAL_ENV_MODULES.items() if env_id not in ENV_MODULES}
 
 
 def register(env_id: str, module: str) -> None:
@@ -51,6 +58,8 @@ def list_envs() -> list[str]:
 
 def env_module(env_id: str) -> ModuleType:
     """The module that implements ``env_id``."""
+    if env_id in missing_optional_envs():
+        raise ValueError(f"{env_id} is not installed: it needs {extra_hint(missing_optional_envs()[env_id])}")
     if env_id not in ENV_MODULES:
         close = difflib.get_close_matches(env_id, ENV_MODULES, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
