@@ -46,14 +46,14 @@ def test_two_process_run_completes_through_the_store(tiny_model_dir, tmp_path, b
 
 
 def test_frozen_sub_keeps_the_sub_weights_and_single_trains_one_policy(tiny_model_dir, tmp_path):
-    cfg = small_config(tiny_model_dir, tmp_path, mode="frozen_sub")
+    cfg = small_config(tiny_model_dir, tmp_path / "frozen_sub", mode="frozen_sub")
     (metrics,) = run_local(cfg)
     assert "samples/trained/sub" not in metrics and "grad_norm/sub" not in metrics and "alignment/slots" in metrics
     assert metrics["samples/trained"] == metrics["samples/trained/main"]
     # AT-GRPO's names for the same quantities: every action's own reward, overall and per role
     assert {"reward/mean", "reward/agent/main", "reward/agent/sub", "rollout/success_rate", "kl",
             "clip_frac", "groups/degenerate_frac", "tokens", "time/update"} <= set(metrics)
-    (single,) = run_local(small_config(tiny_model_dir, tmp_path, mode="single"))
+    (single,) = run_local(small_config(tiny_model_dir, tmp_path / "single", mode="single"))
     assert "samples/shared" in single and "samples/sub" not in single
     assert 3 * 2 <= single["samples/shared"] <= 3 * 3  # main, (sub when the delegation was valid), main
 

@@ -15,8 +15,9 @@ configuration, ``history.jsonl`` one record per start of it.
   ``history.jsonl``; ``config.json`` is written when the run starts and afterwards only to
   take in changes of :data:`MAY_CHANGE`, so it always describes the steps that ran.
 
-The same rules hold for every trainer built on :class:`trainers.train.Trainer` (``train``,
-``train-variants``, ``train-ray``), through :func:`check_resume` and :func:`record_start`.
+The same rules hold for every trainer of the run harness (:mod:`trainers.harness`): those
+built on :class:`trainers.train.Trainer` (``train``, ``train-variants``, ``train-ray``) and
+M-GRPO (``train-mgrpo``), through :func:`check_resume` and :func:`record_start`.
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ CONFIG = "config.json"
 HISTORY = "history.jsonl"
 #: Fields a resumed run may change: how long it goes on, how often it checkpoints and
 #: evaluates (the evaluation draws from its own random state), how it reports progress, and
-#: where its run dir is (a run dir may be moved; the run is the one found there).
+#: where its run dir is (a run dir may be moved; the run is the one found there); for
+#: M-GRPO also how long a side waits for the other and where the two meet (each start
+#: exchanges its records under a namespace of its own).
 MAY_CHANGE = frozenset({"steps", "checkpoint_every", "keep_checkpoints", "eval_every", "progress", "tensorboard",
-                        "run_dir"})
+                        "run_dir", "timeout_s", "store"})
 #: How a start treats the run dir, not part of the run's configuration.
 START_FLAGS = frozenset({"resume", "overwrite"})
 
@@ -139,6 +142,12 @@ def load_run_config(argv: Sequence[str] | None = None, *, prog: str = "pettingll
     ``--resume``, defaults < the run's ``config.json`` < ``--config`` YAML < options, and an
     option that contradicts the run is refused, naming it (see the module docstring)."""
     args = vars(build_parser(prog, description, cls).parse_args(list(argv or [])))
+    return run_config_from_args(args, prog=prog, cls=cls)
+
+
+def run_config_from_args(args: dict[str, Any], *, prog: str, cls: type) -> Any:
+    """:func:`load_run_config` on options already parsed (``args``: the fields of ``cls`` a
+    :func:`trainers.config.build_parser` parser read, a command's own flags taken out)."""
     given = _given(args)
     if not check_field("resume", given.get("resume", False), cls):
         return config_from_args(args, cls=cls, prog=prog)
@@ -154,4 +163,5 @@ def load_run_config(argv: Sequence[str] | None = None, *, prog: str = "pettingll
     return config
 
 
-__all__ = ["CONFIG", "HISTORY", "MAY_CHANGE", "check_resume", "load_run_config", "record_start", "saved_config"]
+__all__ = ["CONFIG", "HISTORY", "MAY_CHANGE", "check_resume", "load_run_config", "record_start",
+           "run_config_from_args", "saved_config"]

@@ -4,7 +4,8 @@ Read top to bottom: :class:`Trainer` sets up the env factory, the policies, the 
 directory and (with ``resume``) the checkpoint; :meth:`Trainer.train_step` does one step;
 :meth:`Trainer.update` is the micro-batched, gradient-accumulated, clipped PPO update of
 one policy with the samples of the roles it plays; :meth:`Trainer.save_checkpoint` writes
-everything needed to continue bit-for-bit.
+everything needed to continue bit-for-bit. The run dir, checkpoints, resume, logs and the
+evaluation schedule are the run harness's (:mod:`trainers.harness`), shared with M-GRPO.
 
 ``pettingllm train --env plan_path_v0 --model DIR --steps 2 --run-dir RUN`` runs it.
 """
@@ -12,9 +13,7 @@ everything needed to continue bit-for-bit.
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
 import statistics
 import sys
 import time
@@ -29,9 +28,23 @@ import torch
 import pettingllm_envs
 from pettingllm_envs.cli.checks import check_env_config, check_model
 from trainers.advantages import group_advantages, group_key
-from trainers.config import ConfigError, TrainConfig
+from trainers.config import TrainConfig
 from trainers.evaluation import evaluation_metrics
 from trainers.generation import Generation, Generator, build_generator
+from trainers.harness import (
+    CHECKPOINTS,
+    METRICS,
+    Checkpoints,
+    Progress,
+    append_jsonl,
+    check_run_dir,
+    checkpoint_due,
+    evaluation_due,
+    restore_training_state,
+    save_training_state,
+    start_logs,
+)
+from trainers.harness import interruption_note as harness_interruption_note
 from trainers.metrics import action_reward_metrics, group_metrics, update_metrics
 from trainers.policy import PolicySet
 from trainers.rollout import (
@@ -44,56 +57,8 @@ from trainers.rollout import (
     independent_rollout,
 )
 from trainers.run_history import check_resume, load_run_config, record_start
-from trainers.seeding import RequestSeeds, derive_seed, isolated_rng, rng_state, seed_everything, set_rng_state
+from trainers.seeding import RequestSeeds, derive_seed, isolated_rng, seed_everything
 from trainers.update import UpdateSettings, UpdateStats, ppo_update
-
-CHECKPOINTS = "checkpoints"
-METRICS = "metrics.jsonl"
-
-
-def truncate_jsonl(path: Path, last_step: int) -> None:
-    """Drop lines logged after ``last_step`` (a crash after the last checkpoint), atomically."""
-    if not path.exists():
-        return
-    kept = [line for line in path.read_text().splitlines(keepends=True)
-            if line.strip() and json.loads(line)["step"] <= last_step]
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(kept))
-    os.replace(tmp, path)
-
-
-def check_run_dir(run_dir: Path, config: TrainConfig) -> None:
-    """Refuse to start a new run over an earlier one: a ``run_dir`` that holds files, or a
-    ``dump_samples`` file that exists, needs ``resume`` (continue it) or ``overwrite`` (replace
-    it). Without this a second run deleted the first one's metrics and samples but kept its
-    checkpoints and plots, which then no longer matched."""
-    if config.resume and config.overwrite:
-        raise ConfigError("resume and overwrite contradict each other: --resume continues the run in run_dir, "
-                          "--overwrite deletes it")
-    if run_dir.exists() and not run_dir.is_dir():
-        raise ConfigError(f"run_dir {str(run_dir)!r} is a file, not a directory")
-    if config.resume or config.overwrite:
-        return
-    held = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
-    if held:
-        shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
-        raise ConfigError(f"run_dir {str(run_dir)!r} already holds a run ({shown}): pass --resume to continue it, "
-                          "--overwrite to delete it and start again, or choose another --run-dir")
-    if config.dump_samples and Path(config.dump_samples).exists():
-        raise ConfigError(f"dump_samples {config.dump_samples!r} already exists: pass --overwrite to replace it "
-                          "or choose another file")
-
-
-def clear_run(run_dir: Path, dump_samples: str | None) -> None:
-    """Delete everything an earlier run left in ``run_dir`` and its samples file (``overwrite``)."""
-    if run_dir.is_dir():
-        for entry in run_dir.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-    if dump_samples:
-        Path(dump_samples).unlink(missing_ok=True)
 
 
 def reward_metrics(samples: Sequence[Sample], successes: Sequence[bool],
@@ -125,31 +90,24 @@ class Trainer:
         config.validate()
         self.config = config
         self.run_dir = Path(config.run_dir)
-        check_run_dir(self.run_dir, config)  # before any work; the dir itself is made once setup succeeded
+        # before any work; the dir itself is made once setup succeeded
+        check_run_dir(self.run_dir, resume=config.resume, overwrite=config.overwrite, dump_samples=config.dump_samples)
         changed_on_resume = check_resume(config)
         probe = self.make_env()
         self.roles = list(probe.possible_agents)
         probe.close()
         seed_everything(config.seed)
         self.step = 0
-        checkpoint = self.latest_checkpoint() if config.resume else None
+        self.checkpoints = Checkpoints(self.run_dir / CHECKPOINTS, config.keep_checkpoints)
+        checkpoint = self.checkpoints.latest() if config.resume else None
         self.policies = self.make_policies(checkpoint / "policies" if checkpoint else None)
-        if checkpoint is not None:
-            self.policies.load_optimizer_state(torch.load(checkpoint / "optimizer.pt", weights_only=False))
-            set_rng_state(torch.load(checkpoint / "rng.pt", weights_only=False))
-            self.step = json.loads((checkpoint / "state.json").read_text())["step"]
-            truncate_jsonl(self.run_dir / METRICS, self.step)
-            if config.dump_samples:
-                truncate_jsonl(Path(config.dump_samples), self.step)
-        elif config.overwrite:
-            clear_run(self.run_dir, config.dump_samples)
-        elif config.resume:  # nothing checkpointed yet: start at step 0, dropping what an earlier start logged
-            for logged in (self.run_dir / METRICS, Path(config.dump_samples) if config.dump_samples else None):
-                if logged is not None:
-                    truncate_jsonl(logged, 0)
         self.request_seeds = RequestSeeds(config.seed)
         if checkpoint is not None:
-            self.request_seeds.load_state_dict(json.loads((checkpoint / "state.json").read_text())["request_seeds"])
+            state = restore_training_state(checkpoint, [self.policies])
+            self.step = state["step"]
+            self.request_seeds.load_state_dict(state["request_seeds"])
+        logs = [self.run_dir / METRICS] + ([Path(config.dump_samples)] if config.dump_samples else [])
+        start_logs(self.run_dir, logs, resume=config.resume, overwrite=config.overwrite, step=self.step)
         self.generator = self.make_generator(checkpoint)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         record_start(config, self.step, changed_on_resume)
@@ -219,8 +177,7 @@ class Trainer:
 
     def should_evaluate(self, step: int) -> bool:
         """After step ``step`` (1-based): every ``eval_every`` steps and after the last one."""
-        every = self.config.eval_every
-        return every > 0 and (step % every == 0 or step == self.config.steps)
+        return evaluation_due(step, every=self.config.eval_every, last=self.config.steps)
 
     def train_step(self) -> dict[str, float]:
         """Rollout, advantages, one update per policy; returns this step's metrics."""
@@ -276,8 +233,7 @@ class Trainer:
 
     # ----------------------------------------------------------------- logging
     def log(self, metrics: dict[str, float], samples: Sequence[Sample]) -> None:
-        with open(self.run_dir / METRICS, "a") as f:
-            f.write(json.dumps(metrics) + "\n")
+        append_jsonl(self.run_dir / METRICS, metrics)
         if self.tensorboard is not None:
             for key, value in metrics.items():
                 if key != "step":
@@ -301,46 +257,20 @@ class Trainer:
 
     # ------------------------------------------------------------- checkpoints
     def latest_checkpoint(self) -> Path | None:
-        pointer = self.run_dir / CHECKPOINTS / "latest"
-        if not pointer.exists():
-            return None
-        return self.run_dir / CHECKPOINTS / pointer.read_text().strip()
+        return self.checkpoints.latest()
 
     def save_checkpoint(self) -> Path:
-        """Write ``checkpoints/step_K`` atomically: everything goes to a temporary directory
-        that is renamed into place, then the ``latest`` pointer is replaced; a crash at any
-        moment leaves the previous checkpoint intact and pointed to."""
-        root = self.run_dir / CHECKPOINTS
-        root.mkdir(parents=True, exist_ok=True)
-        final = root / f"step_{self.step:06d}"
-        tmp = root / f".tmp_step_{self.step:06d}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        self.policies.save(tmp / "policies")
-        torch.save(self.policies.optimizer_state(), tmp / "optimizer.pt")
-        torch.save(rng_state(), tmp / "rng.pt")
-        (tmp / "state.json").write_text(json.dumps({"step": self.step, "request_seeds": self.request_seeds.state_dict(),
-                                                    "config": asdict(self.config)}, indent=2))
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        pointer_tmp = root / "latest.tmp"
-        pointer_tmp.write_text(final.name)
-        os.replace(pointer_tmp, root / "latest")
-        kept = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step_"))
-        for old in kept[:-self.config.keep_checkpoints]:
-            shutil.rmtree(old)
-        return final
+        """Write ``checkpoints/step_K`` atomically (:class:`trainers.harness.Checkpoints`): a
+        crash at any moment leaves the previous checkpoint intact and pointed to."""
+        state = {"step": self.step, "request_seeds": self.request_seeds.state_dict(), "config": asdict(self.config)}
+        return self.checkpoints.save(self.step, lambda folder: save_training_state(folder, [self.policies], state))
 
     # -------------------------------------------------------------------- loop
     def train(self, on_step: Callable[[dict[str, float]], None] | None = None) -> list[dict[str, float]]:
         """Run until ``config.steps``; checkpoint every ``checkpoint_every`` steps and at the end."""
         cfg = self.config
         history = []
-        bar = None
-        if cfg.progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=cfg.steps, initial=self.step, desc="AT-GRPO", file=sys.stderr)
+        progress = Progress(cfg.progress, total=cfg.steps, initial=self.step, desc="AT-GRPO")
         while self.step < cfg.steps:
             metrics = self.train_step()
             history.append(metrics)
@@ -348,19 +278,12 @@ class Trainer:
                 on_step(metrics)
             if metrics["groups/degenerate_frac"] == 1.0 and metrics["samples/trained"] == 0:
                 # Equal rewards in every group: zero advantages, so the update changed nothing.
-                note = (f"step {self.step}: all {int(metrics['groups/count'])} groups degenerate: "
-                        "no gradient this step")
-                if bar is not None:
-                    bar.write(note, file=sys.stderr)
-                else:
-                    print(note, file=sys.stderr)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", **progress_success(metrics))
-            if (cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0) or self.step == cfg.steps:
+                progress.note(f"step {self.step}: all {int(metrics['groups/count'])} groups degenerate: "
+                              "no gradient this step")
+            progress.advance(reward=f"{metrics['reward/mean']:.3f}", **progress_success(metrics))
+            if checkpoint_due(self.step, every=cfg.checkpoint_every, last=cfg.steps):
                 self.save_checkpoint()
-        if bar is not None:
-            bar.close()
+        progress.close()
         if self.tensorboard is not None:
             self.tensorboard.close()
         return history
@@ -380,16 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def interruption_note(trainer: Trainer, command: str) -> str:
-    """What an interrupted run kept and how to continue it: the step its last checkpoint holds
-    (the steps after it are run again on resume) and the command that resumes it."""
-    checkpoint = trainer.latest_checkpoint()
-    if checkpoint is None:
-        kept = "no checkpoint was written yet, so a resumed run starts at step 0"
-    else:
-        step = json.loads((checkpoint / "state.json").read_text())["step"]
-        kept = f"the last checkpoint holds step {step} ({checkpoint})"
-    return (f"interrupted in step {trainer.step + 1} of {trainer.config.steps}; {kept}; continue with: "
-            f"pettingllm {command} --run-dir {trainer.run_dir} --resume")
+    """:func:`trainers.harness.interruption_note` for ``trainer``'s run."""
+    return harness_interruption_note(trainer.latest_checkpoint(), step=trainer.step, steps=trainer.config.steps,
+                                     run_dir=trainer.run_dir, command=command)
 
 
 def run(trainer: Trainer, command: str, layout: str = "") -> int:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from trainers.config import Bound, ConfigError, PolicyConfig, TrainConfig
+from trainers.config import BOUNDS, Bound, ConfigError, PolicyConfig, TrainConfig
 from trainers.mgrpo.alignment import Trim
 
 Mode = Literal["mgrpo", "frozen_sub", "single"]
@@ -47,7 +47,19 @@ class MGRPOConfig(PolicyConfig):
     steps: int = 2
     """Training steps: one rollout of every question, then one update per trained policy."""
     run_dir: str = "runs/mgrpo"
-    """Where ``metrics.jsonl`` and (by default) the SQLite store go."""
+    """Where ``config.json``, ``history.jsonl``, ``metrics.jsonl``, the checkpoints and (by default)
+    the SQLite store go (:mod:`trainers.harness`)."""
+    checkpoint_every: int = 50
+    """Write a checkpoint every K steps (and after the last step); 0: only after the last step.
+    Each side of a two-process run checkpoints its own policy at the same steps."""
+    keep_checkpoints: int = 2
+    """Most recent checkpoints kept on disk (per side)."""
+    resume: bool = False
+    """Continue the run in ``run_dir`` from its latest checkpoint exactly as if never stopped
+    (the saved config is restored and checked: :mod:`trainers.run_history`)."""
+    overwrite: bool = False
+    """Delete what an earlier run left in ``run_dir`` and start again. Without this or ``resume``
+    a run dir that holds a run is refused."""
 
     # ----------------------------------------------------------- what is trained
     mode: Mode = "mgrpo"
@@ -104,6 +116,8 @@ class MGRPOConfig(PolicyConfig):
         "d_max": Bound(1),
         "timeout_s": Bound(0, low_open=True),
         "threads": Bound(1),
+        "checkpoint_every": BOUNDS["checkpoint_every"],
+        "keep_checkpoints": BOUNDS["keep_checkpoints"],
     }
 
     def validate(self) -> None:

@@ -28,6 +28,11 @@ records keyed by ``(step, question, rollout)``: each rollout's outcome (main rew
 correctness, per-delegation rewards, which delegation each sub action served) and each
 side's batch and update statistics. ``python -m trainers.mgrpo.train --role main|sub`` runs
 one side, e.g. on two machines sharing a Redis store.
+
+Every run has the run harness's guarantees (:mod:`trainers.harness`, :mod:`trainers.mgrpo.run`):
+an earlier run in ``run_dir`` is refused without ``--resume`` or ``--overwrite``, ``--resume``
+restores and checks the saved config and continues exactly from the latest checkpoint (both
+sides of a two-process run from the same step), and ``metrics.jsonl`` is appended to.
 """
 
 from __future__ import annotations
@@ -38,7 +43,6 @@ import json
 import multiprocessing
 import sys
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,20 +56,29 @@ import pettingllm_envs
 from pettingllm_envs.capabilities import Delegation, MissingCapability, capability
 from pettingllm_envs.cli.checks import check_env_config, check_model
 from pettingllm_envs.cli.errors import UsageError
-from trainers.config import ConfigError, config_from_args
+from trainers.config import ConfigError
 from trainers.config import build_parser as config_parser
 from trainers.generation import build_generator
+from trainers.harness import (
+    METRICS,
+    Checkpoints,
+    append_jsonl,
+    checkpoint_due,
+    interruption_note,
+    restore_training_state,
+    save_training_state,
+)
 from trainers.metrics import action_reward_metrics, group_metrics, update_metrics
 from trainers.mgrpo.alignment import BatchStats, PolicySample, main_batch, single_agent_batch, sub_batch
 from trainers.mgrpo.config import MODES, MGRPOConfig
 from trainers.mgrpo.rollout import HierarchicalRollout, Key, Outcome, hierarchical_rollout
+from trainers.mgrpo.run import RunStart, commit_start, fresh_namespace, open_run, resume_step, side_checkpoints
 from trainers.mgrpo.store import Store, open_store
 from trainers.policy import Generation, PolicySet
 from trainers.rollout import Messages
+from trainers.run_history import run_config_from_args
 from trainers.seeding import derive_seed, seed_everything
 from trainers.update import UpdateSettings, UpdateStats, ppo_update
-
-METRICS = "metrics.jsonl"
 
 
 @dataclass
@@ -79,11 +92,13 @@ class Action:
 class RolePolicy:
     """One policy of this process: batched sampling (with the role's prefill) and PPO updates."""
 
-    def __init__(self, cfg: MGRPOConfig, roles: Sequence[str], name: str, model: str) -> None:
+    def __init__(self, cfg: MGRPOConfig, roles: Sequence[str], name: str, model: str, *,
+                 checkpoint: Path | None = None) -> None:
+        """``checkpoint``: the checkpoint a resumed run starts from (its ``policies/<name>``)."""
         self.cfg, self.name = cfg, name
         config = cfg.train_config(model, roles, name)
-        self.policies = PolicySet(config, list(roles))
-        self.generator = build_generator(config, self.policies)
+        self.policies = PolicySet(config, list(roles), init_dir=checkpoint / "policies" if checkpoint else None)
+        self.generator = build_generator(config, self.policies, checkpoint=checkpoint)
         tokenizer = self.policies.tokenizer
         self.prefill_ids = {role: list(tokenizer(text, add_special_tokens=False)["input_ids"])
                             for role, text in cfg.prefill.items()}
@@ -186,10 +201,17 @@ def step_metrics(step: int, rollout: HierarchicalRollout, levels: Mapping[str, B
     return metrics
 
 
-def _log(run_dir: Path, name: str, metrics: dict[str, float]) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / name, "a") as f:
-        f.write(json.dumps(metrics) + "\n")
+def _restore(checkpoint: Path | None, trained: Sequence[RolePolicy]) -> None:
+    """Optimisers and RNG states of a resumed side (its weights were loaded with its policies)."""
+    if checkpoint is not None:
+        restore_training_state(checkpoint, [p.policies for p in trained])
+
+
+def _checkpoint(cfg: MGRPOConfig, checkpoints: Checkpoints, step: int, trained: Sequence[RolePolicy]) -> None:
+    """After step ``step``, when due: the side's policies, optimisers, RNG states and step."""
+    if checkpoint_due(step, every=cfg.checkpoint_every, last=cfg.steps):
+        checkpoints.save(step, lambda folder: save_training_state(folder, [p.policies for p in trained],
+                                                                  {"step": step}))
 
 
 # ----------------------------------------------------------------- in-process
@@ -199,18 +221,24 @@ def run_local(cfg: MGRPOConfig) -> list[dict[str, float]]:
     cfg.validate()
     delegation = env_delegation(cfg)
     roles = [delegation.manager, delegation.worker]
+    run_start = open_run(cfg, "local")
     _seed(cfg, "local")
-    run_dir = Path(cfg.run_dir)
-    (run_dir / METRICS).unlink(missing_ok=True)
+    checkpoints = side_checkpoints(cfg, "local")
+    checkpoint = checkpoints.at(run_start.step) if run_start.step else None
     if cfg.mode == "single":
-        shared = RolePolicy(cfg, roles, "shared", cfg.model)
+        shared = RolePolicy(cfg, roles, "shared", cfg.model, checkpoint=checkpoint)
         samplers = dict.fromkeys(roles, shared.sample)
+        trained = [shared]
     else:
-        main = RolePolicy(cfg, [delegation.manager], "main", cfg.model)
-        sub = RolePolicy(cfg, [delegation.worker], "sub", cfg.sub_model or cfg.model)
+        main = RolePolicy(cfg, [delegation.manager], "main", cfg.model, checkpoint=checkpoint)
+        sub = RolePolicy(cfg, [delegation.worker], "sub", cfg.sub_model or cfg.model, checkpoint=checkpoint)
         samplers = {delegation.manager: main.sample, delegation.worker: sub.sample}
+        trained = [main, sub]
+    _restore(checkpoint, trained)
+    commit_start(cfg, run_start)
+    run_dir = Path(cfg.run_dir)
     history = []
-    for step in range(cfg.steps):
+    for step in range(run_start.step, cfg.steps):
         start = time.perf_counter()
         rollout = hierarchical_rollout(_env_fn(cfg), _questions(cfg, step), cfg.rollouts, samplers,
                                        delegation=delegation, split=cfg.split)
@@ -230,8 +258,9 @@ def run_local(cfg: MGRPOConfig) -> list[dict[str, float]]:
                    "update": time.perf_counter() - update_start, "step": time.perf_counter() - start}
         metrics = step_metrics(step + 1, rollout, levels, updates,
                                tokens=_tokens([t.completion for t in rollout.turns]), seconds=seconds)
-        _log(run_dir, METRICS, metrics)
+        append_jsonl(run_dir / METRICS, metrics)
         history.append(metrics)
+        _checkpoint(cfg, checkpoints, step + 1, trained)
     return history
 
 
@@ -261,18 +290,26 @@ class _RemoteAction:
     text: str
 
 
-def run_main_side(cfg: MGRPOConfig) -> list[dict[str, float]]:
+def run_main_side(cfg: MGRPOConfig, run_start: RunStart | None = None) -> list[dict[str, float]]:
     """The main side of :func:`run_two_process`: env, rollouts, main policy; logs
-    ``run_dir/metrics.jsonl`` with both sides' statistics."""
+    ``run_dir/metrics.jsonl`` with both sides' statistics. ``run_start``: the start
+    :func:`run_two_process` opened; without it (``--role main``) this side opens it."""
     cfg.validate()
     delegation = env_delegation(cfg)
+    opened_here = run_start is None
+    if run_start is None:
+        run_start = open_run(cfg, "two_process")
     _seed(cfg, "main")
+    checkpoints = side_checkpoints(cfg, "main")
+    checkpoint = checkpoints.at(run_start.step) if run_start.step else None
+    main = RolePolicy(cfg, [delegation.manager], "main", cfg.model, checkpoint=checkpoint)
+    _restore(checkpoint, [main])
+    if opened_here:
+        commit_start(cfg, run_start)
     run_dir = Path(cfg.run_dir)
-    (run_dir / METRICS).unlink(missing_ok=True)
-    main = RolePolicy(cfg, [delegation.manager], "main", cfg.model)
     history = []
-    with open_store(cfg.store_url(), namespace=cfg.run_id) as store:
-        for step in range(cfg.steps):
+    with open_store(cfg.store_url(), namespace=run_start.namespace) as store:
+        for step in range(run_start.step, cfg.steps):
             start = time.perf_counter()
             prefix = str(step)
             store.heartbeat("main")
@@ -297,20 +334,29 @@ def run_main_side(cfg: MGRPOConfig) -> list[dict[str, float]]:
             metrics = step_metrics(step + 1, rollout, {"main": stats, "sub": BatchStats(**side["batch"])},
                                    updates, tokens=_tokens([t.completion for t in rollout.turns]) + side["tokens"],
                                    seconds=seconds)
-            _log(run_dir, METRICS, metrics)
+            append_jsonl(run_dir / METRICS, metrics)
             history.append(metrics)
+            _checkpoint(cfg, checkpoints, step + 1, [main])  # the sub side has written its own of this step
     return history
 
 
-def run_sub_side(cfg: MGRPOConfig) -> None:
+def run_sub_side(cfg: MGRPOConfig, run_start: RunStart | None = None) -> None:
     """The sub side of :func:`run_two_process`: serves delegations, then learns from the
-    outcomes the main side posts; posts its batch and update statistics."""
+    outcomes the main side posts; posts its batch and update statistics. ``run_start``: the
+    main side's (:func:`run_two_process`); without it (``--role sub``) this side derives the
+    same step and namespace from the run dir and the run id (:func:`trainers.mgrpo.run.open_run`)."""
     cfg.validate()
     delegation = env_delegation(cfg)
+    if run_start is None:
+        step = resume_step(cfg, "two_process")
+        run_start = RunStart(step, f"{cfg.run_id}/from-{step}")
     _seed(cfg, "sub")
-    sub = RolePolicy(cfg, [delegation.worker], "sub", cfg.sub_model or cfg.model)
-    with open_store(cfg.store_url(), namespace=cfg.run_id) as store:
-        for step in range(cfg.steps):
+    checkpoints = side_checkpoints(cfg, "sub")
+    checkpoint = checkpoints.at(run_start.step) if run_start.step else None
+    sub = RolePolicy(cfg, [delegation.worker], "sub", cfg.sub_model or cfg.model, checkpoint=checkpoint)
+    _restore(checkpoint, [sub])
+    with open_store(cfg.store_url(), namespace=run_start.namespace) as store:
+        for step in range(run_start.step, cfg.steps):
             prefix = str(step)
             completions: dict[Key, list[Action]] = defaultdict(list)
             tick = 0
@@ -332,6 +378,7 @@ def run_sub_side(cfg: MGRPOConfig) -> None:
                                      normalize=cfg.normalize, eps=cfg.adv_eps)
             update_start = time.perf_counter()
             update = None if cfg.mode == "frozen_sub" else sub.update(batch)
+            _checkpoint(cfg, checkpoints, step + 1, [sub])  # before the main side, which writes its own on reading
             store.put_many({f"{prefix}/sub_stats": {
                 "batch": dataclasses.asdict(stats),
                 "update": dataclasses.asdict(update) if update is not None else None,
@@ -340,10 +387,10 @@ def run_sub_side(cfg: MGRPOConfig) -> None:
             store.heartbeat("sub")
 
 
-def _sub_entry(config: dict[str, Any]) -> None:
+def _sub_entry(config: dict[str, Any], step: int, namespace: str) -> None:
     cfg = MGRPOConfig(**config)
     torch.set_num_threads(cfg.threads)  # a process of its own: its thread count is ours to set
-    run_sub_side(cfg)
+    run_sub_side(cfg, RunStart(step, namespace))
 
 
 def run_two_process(cfg: MGRPOConfig) -> list[dict[str, float]]:
@@ -354,12 +401,13 @@ def run_two_process(cfg: MGRPOConfig) -> list[dict[str, float]]:
         raise ValueError("mode 'single' has one policy: use run_local")
     cfg.validate()
     env_delegation(cfg)  # before a process is spawned
-    cfg = dataclasses.replace(cfg, run_id=cfg.run_id or uuid.uuid4().hex[:12])
-    child = multiprocessing.get_context("spawn").Process(target=_sub_entry, args=(dataclasses.asdict(cfg),),
-                                                         name="mgrpo-sub")
+    run_start = open_run(cfg, "two_process", namespace=fresh_namespace(cfg))
+    commit_start(cfg, run_start)  # before the sub side starts writing into the run dir
+    child = multiprocessing.get_context("spawn").Process(
+        target=_sub_entry, args=(dataclasses.asdict(cfg), run_start.step, run_start.namespace), name="mgrpo-sub")
     child.start()
     try:
-        history = run_main_side(cfg)
+        history = run_main_side(cfg, run_start)
         child.join(cfg.timeout_s)
     finally:
         if child.is_alive():
@@ -375,27 +423,35 @@ DESCRIPTION = __doc__.split("\n")[0] + " (docs/design.md §6)"
 
 
 def build_parser(prog: str = "pettingllm train-mgrpo") -> argparse.ArgumentParser:
-    """``--role``, ``--overwrite``, ``--config FILE.yaml`` and one ``--field-name VALUE`` option
-    per :class:`MGRPOConfig` field (:func:`trainers.config.build_parser`: the same checks and
-    errors as ``pettingllm train``)."""
+    """``--role``, ``--config FILE.yaml`` and one ``--field-name VALUE`` option per
+    :class:`MGRPOConfig` field, ``--resume`` and ``--overwrite`` among them
+    (:func:`trainers.config.build_parser`: the same checks and errors as ``pettingllm train``)."""
     parser = config_parser(prog, DESCRIPTION, cls=MGRPOConfig)
     parser.add_argument("--role", choices=ROLES_OF_A_RUN, default="both",
                         help="both: the two sides as two processes here; main / sub: one side (start each with "
                              "the same --run-id and --store, e.g. on two machines sharing Redis); local: one "
                              "process, any --mode")
-    parser.add_argument("--overwrite", action="store_true", default=False,
-                        help="start again in a --run-dir whose metrics.jsonl holds an earlier run (deleted); "
-                             "without it such a run dir is refused")
+    parser.set_defaults(overwrite=False)  # the start flags read like --role: always present, off by default
     return parser
 
 
+def _interrupted(cfg: MGRPOConfig, role: str) -> str:
+    """:func:`trainers.harness.interruption_note` for an M-GRPO run (the main or local side's
+    checkpoint: the step a resume continues from at most)."""
+    metrics = Path(cfg.run_dir) / METRICS
+    logged = len(metrics.read_text().splitlines()) if metrics.exists() else 0
+    checkpoint = side_checkpoints(cfg, "local" if role == "local" else "main").latest()
+    note = interruption_note(checkpoint, step=logged, steps=cfg.steps, run_dir=Path(cfg.run_dir),
+                             command="train-mgrpo")
+    return note + ("" if role == "both" else f" --role {role}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``pettingllm train-mgrpo --model DIR [--role both|main|sub|local] [--store URL] ...``."""
+    """``pettingllm train-mgrpo --model DIR [--role both|main|sub|local] [--store URL] [--resume] ...``."""
     parser = build_parser()
     args = vars(parser.parse_args(list(argv) if argv is not None else None))
     role = args.pop("role")
-    overwrite = args.pop("overwrite")
-    cfg = config_from_args(args, cls=MGRPOConfig, prog=parser.prog)
+    cfg = run_config_from_args(args, prog=parser.prog, cls=MGRPOConfig)
     check_env_config(cfg.env, cfg.env_kwargs)
     try:
         env_delegation(cfg)
@@ -408,15 +464,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError("--role main/sub needs the same --run-id on both sides")
     if role == "both" and cfg.mode == "single":
         raise UsageError("--mode single has one policy, so no second process: use --role local")
-    metrics = Path(cfg.run_dir) / METRICS
-    if role != "sub" and metrics.exists() and not overwrite:  # the runners start it afresh
-        raise UsageError(f"--run-dir {cfg.run_dir} already holds a run ({metrics.name}): pass --overwrite to "
-                         "start again, or choose another --run-dir")
     if role == "sub":
         run_sub_side(cfg)
         return 0
     runner = {"both": run_two_process, "main": run_main_side, "local": run_local}[role]
-    history = runner(cfg)
+    try:
+        history = runner(cfg)
+    except KeyboardInterrupt:
+        print(f"[train-mgrpo] {_interrupted(cfg, role)}", file=sys.stderr)
+        raise  # the command line reports it and exits with status 130
     if history:
         print(json.dumps(history[-1]), file=sys.stderr)
     return 0
