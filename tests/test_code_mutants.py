@@ -8,8 +8,9 @@ import ast
 import copy
 
 import pytest
+from code_problems import fresh_problem
 
-from pettingllm_envs.code.code_env import judge_many, raw_env
+from pettingllm_envs.code.code_env import judge_many
 from pettingllm_envs.code.datasets import humaneval
 from pettingllm_envs.code.mutants import MAX_MUTANTS, Mutator, kill_credit, mutant_sources, problem_mutants
 
@@ -23,14 +24,7 @@ def fence(code: str) -> str:
     return f"```python\n{code}\n```"
 
 
-def fresh(problem_id: str, **config) -> raw_env:
-    env = raw_env(**config)
-    for split in ("train", "test"):
-        ids = [p.problem_id for p in env.dataset.split(split, env.config.test_percent)]
-        if problem_id in ids:
-            env.reset(options={"index": ids.index(problem_id), "split": split})
-            return env
-    raise AssertionError(problem_id)
+fresh = fresh_problem
 
 
 def test_every_site_kind_mutates_and_a_docstring_never_does():

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from code_problems import fresh_problem
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,13 +40,7 @@ WRONG_ADD = "```python\ndef add(x, y):\n    if x >= 5:\n        return 0\n    re
 
 
 def fresh(problem_id: str = ADD, **config) -> raw_env:
-    env = raw_env(**config)
-    for split in ("train", "test"):
-        ids = [p.problem_id for p in env.dataset.split(split, env.config.test_percent)]
-        if problem_id in ids:
-            env.reset(options={"index": ids.index(problem_id), "split": split})
-            return env
-    raise AssertionError(problem_id)
+    return fresh_problem(problem_id, **config)
 
 
 def hidden_passes(code: str, timeout: float = 2.0) -> int:
