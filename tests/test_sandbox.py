@@ -417,3 +417,12 @@ def test_a_virtual_environment_under_tmp_stays_importable(tmp_path):
     out = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True,
                          timeout=120, cwd=repo, env=env)
     assert out.stdout.splitlines()[:2] == [f"42 {venv}", "pettingzoo hidden"], out.stdout + out.stderr
+
+
+def test_a_programs_output_does_not_depend_on_the_slot_that_ran_it():
+    """A traceback names the program's file, and an env quotes it in the next prompt: the
+    working directory each slot has must not show, or observations depend on scheduling."""
+    program = "import os\nprint(os.getcwd())\nraise ValueError('boom')"
+    results = execute_many([program] * 6, workers=3)
+    assert len({(r.stdout, r.stderr) for r in results}) == 1, [r.stderr for r in results]
+    assert "slot-" not in results[0].stderr and "pettingllm-sandbox-" not in results[0].stderr

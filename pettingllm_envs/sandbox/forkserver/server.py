@@ -75,6 +75,9 @@ PREIMPORTED = ("typing", "math", "re", "collections", "itertools", "functools", 
 READ_CHUNK = 65536
 
 
+#: How a run's output names its working directory: the same for every slot and run.
+SHOWN_WORKDIR = b"/tmp/sandbox"
+
 @dataclass
 class Run:
     """One run in flight: its request, its slot, its process and what it wrote so far."""
@@ -327,10 +330,14 @@ class ForkServer:
         if self.slots.reset_workdir(run.slot, run.workdir):
             self.slots.free.append(run.slot)
         cap = int(run.request["max_output_bytes"])
+        # The working directory differs by slot (and is random without the private view); shown
+        # as is, it would make a traceback, and so every observation that quotes one, depend on
+        # which slot ran the program instead of on the program.
+        workdir = run.workdir.encode()
         self.send({
             "id": run.request["id"],
-            "stdout": bytes(run.output["out"][:cap]).decode("utf-8", errors="replace"),
-            "stderr": bytes(run.output["err"][:cap]).decode("utf-8", errors="replace"),
+            "stdout": bytes(run.output["out"][:cap]).replace(workdir, SHOWN_WORKDIR).decode("utf-8", errors="replace"),
+            "stderr": bytes(run.output["err"][:cap]).replace(workdir, SHOWN_WORKDIR).decode("utf-8", errors="replace"),
             "returncode": os.waitstatus_to_exitcode(status),
             "timed_out": run.timed_out,
             "overflow": run.overflow,
