@@ -127,10 +127,10 @@ def warm_start(model_dir: Path, out_dir: Path, *, steps: int, batch: int, lr: fl
     import torch
 
     import pettingllm_envs
-    from trainers.config import TrainConfig
-    from trainers.policy import PolicySet
-    from trainers.rollout import agent_prompt
-    from trainers.variants import condition
+    from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.models.policy_set import PolicySet
+    from trainers.rollout.episodes import agent_prompt
+    from trainers.algorithms.variants import condition
 
     torch.manual_seed(seed)
     config = TrainConfig(model=str(model_dir), env="math_v0", lr=lr, device="cpu")
@@ -162,8 +162,8 @@ def warm_start(model_dir: Path, out_dir: Path, *, steps: int, batch: int, lr: fl
 def run_condition(condition_name: str, model: Path, run_dir: Path, args: argparse.Namespace,
                   seed: int) -> tuple[list[dict[str, float]], Path]:
     """Train one condition from ``model``; returns its metrics history and sample dump."""
-    from trainers.config import DEFAULT_PROMPT_VARIANTS, TrainConfig
-    from trainers.variants import PromptConditionedTrainer
+    from trainers.algorithms.atgrpo.config import DEFAULT_PROMPT_VARIANTS, TrainConfig
+    from trainers.algorithms.variants import PromptConditionedTrainer
 
     dump = run_dir / "samples.jsonl"
     config = TrainConfig(
@@ -181,9 +181,9 @@ def self_consistency(model: Path, args: argparse.Namespace) -> dict[str, Any]:
 
     import pettingllm_envs
     from pettingllm_envs.capabilities import Voting, capability
-    from trainers.config import DEFAULT_PROMPT_VARIANTS, TrainConfig
-    from trainers.policy import PolicySet
-    from trainers.self_consistency import evaluate_self_consistency
+    from trainers.algorithms.atgrpo.config import DEFAULT_PROMPT_VARIANTS, TrainConfig
+    from trainers.models.policy_set import PolicySet
+    from trainers.algorithms.self_consistency import evaluate_self_consistency
 
     torch.manual_seed(args.seeds[0])
     config = TrainConfig(model=str(model), env="math_v0", temperature=args.temperature,
@@ -237,7 +237,7 @@ def theory(rhos: Sequence[float], gs: Sequence[int], p: float, questions: int, s
 
 
 def markdown(result: dict[str, Any]) -> str:
-    from trainers.config import DEFAULT_PROMPT_VARIANTS
+    from trainers.algorithms.atgrpo.config import DEFAULT_PROMPT_VARIANTS
 
     args = result["args"]
     lines = [f"Tiny model, math_v0 reasoner first turn, G={args['g']}, {args['problems_per_step']} questions/step, "
@@ -316,8 +316,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work-dir", help="models and runs (default: a temporary directory)")
     args = parser.parse_args(argv)
 
-    from trainers.config import DEFAULT_PROMPT_VARIANTS
-    from trainers.tiny_model import write_tiny_model
+    from trainers.algorithms.atgrpo.config import DEFAULT_PROMPT_VARIANTS
+    from trainers.models.tiny_model import write_tiny_model
 
     start = time.perf_counter()
     out_dir = Path(args.out_dir)

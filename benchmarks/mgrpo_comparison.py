@@ -32,14 +32,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from trainers.mgrpo.config import MODES  # noqa: E402  (after the sys.path line: runnable as a script)
+from trainers.algorithms.mgrpo.config import MODES  # noqa: E402  (after the sys.path line: runnable as a script)
 
 ENV = {"max_delegations": 2, "max_main_steps": 3, "max_tool_calls": 1}
 CURVES = ("reward/main", "reward/sub")
 
 
 def run(model_dir: Path, work: Path, args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
-    from trainers.mgrpo.train import MGRPOConfig, run_local
+    from trainers.algorithms.mgrpo.train import MGRPOConfig, run_local
 
     results = {}
     for mode in MODES:
@@ -102,7 +102,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mgrpo_comparison"))
     args = parser.parse_args()
-    from trainers.tiny_model import write_tiny_model
+    from trainers.models.tiny_model import write_tiny_model
 
     with tempfile.TemporaryDirectory() as tmp:
         results = run(write_tiny_model(Path(tmp) / "tiny"), Path(tmp), args)

@@ -5,7 +5,7 @@ problems x ``--n`` completions per agent step, ``--max-new-tokens`` per completi
 ``--env`` with a tiny byte-level model (``--shape``, random weights: completions are junk
 text, which every env scores with its documented penalties), no update between steps (the
 policy stays the same, so the figures are rollout only). The single-process path is
-:class:`trainers.train.Trainer`'s (envs, generation and the tree in this process); the
+:class:`trainers.algorithms.atgrpo.train.Trainer`'s (envs, generation and the tree in this process); the
 distributed path is :class:`trainers.distributed.trainer.DistributedTrainer`'s on a local Ray
 (``--rollout-workers`` rollout workers holding the envs, ``--engines`` transformers engines
 with the prompts of every call split between them). The script stops unless both paths give
@@ -67,11 +67,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import ray
     import torch
 
-    from trainers.config import TrainConfig
+    from trainers.algorithms.atgrpo.config import TrainConfig
     from trainers.distributed.config import DistributedConfig
     from trainers.distributed.trainer import DistributedTrainer
-    from trainers.tiny_model import write_tiny_model
-    from trainers.train import Trainer
+    from trainers.models.tiny_model import write_tiny_model
+    from trainers.algorithms.atgrpo.train import Trainer
 
     with tempfile.TemporaryDirectory() as tmp:
         model = write_tiny_model(Path(tmp) / "model", **SHAPES[args.shape])

@@ -5,7 +5,7 @@ download): hidden 896, 14 attention heads / 2 KV heads, MLP 4864, vocabulary 151
 embeddings; 24 layers in the real model, ``--layers`` here (default 4: a CPU step of all 24
 takes minutes, and the point is the LM head's ``[tokens, vocab]`` tensors, whose size does
 not depend on the depth; layers only add the same activation memory to every configuration
-without checkpointing). One update is what ``trainers.train.Trainer.update`` does per
+without checkpointing). One update is what ``trainers.algorithms.atgrpo.train.Trainer.update`` does per
 micro-batch: score ``--rows`` completions of ``--completion-tokens`` tokens after a shared
 ``--prompt-tokens`` prompt (one GRPO group), a policy-gradient loss, backward, AdamW step.
 
@@ -14,7 +14,7 @@ Configurations, each in a fresh subprocess (peak RSS is a per-process high-water
 * ``before``: the scoring of the trainer before issue 14, kept here verbatim as the baseline
   (:func:`old_token_logprobs`): the model's full ``[B, C, V]`` logits, a float32
   ``log_softmax`` over them, a gather; no gradient checkpointing;
-* ``chunked``: :meth:`trainers.policy.PolicySet.token_logprobs` with the default
+* ``chunked``: :meth:`trainers.models.policy_set.PolicySet.token_logprobs` with the default
   ``logprob_chunk_size`` (1024): the LM head runs chunk by chunk, ``logit - logsumexp``,
   each chunk's logits recomputed in the backward;
 * ``chunked+checkpointing``: the same with ``gradient_checkpointing``.
@@ -83,7 +83,7 @@ def old_token_logprobs(policies: Any, model: Any, prompts: Sequence[Sequence[int
     import torch
     import torch.nn.functional as F
 
-    from trainers.policy import KV_CACHE_FIELD
+    from trainers.models.policy_set import KV_CACHE_FIELD
 
     width = max(len(c) for c in completions)
     cache, first_logits, prompt_mask, next_position = policies._encode_prompts(model, prompts)
@@ -127,8 +127,8 @@ def run_configuration(model_dir: str, name: str, args: argparse.Namespace) -> di
     """One configuration, in this (fresh) process: load, then ``args.steps`` updates."""
     import torch
 
-    from trainers.config import TrainConfig
-    from trainers.policy import PolicySet
+    from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.models.policy_set import PolicySet
 
     torch.set_num_threads(args.threads)  # a process of its own
     setting = CONFIGURATIONS[name]

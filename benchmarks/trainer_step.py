@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the toy env used as the single-turn w
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "benchmarks" / "results" / "trainer_step.json"
 
-#: Model shapes (``trainers.tiny_model.write_tiny_model`` arguments; byte-level vocabulary of 259).
+#: Model shapes (``trainers.models.tiny_model.write_tiny_model`` arguments; byte-level vocabulary of 259).
 SHAPES: dict[str, dict[str, int]] = {
     "tiny": {"hidden_size": 64, "num_layers": 2, "num_heads": 4},  # the test model, ~0.1 M parameters
     "small": {"hidden_size": 256, "num_layers": 4, "num_heads": 4},  # ~2.2 M parameters, head dim 64
@@ -61,8 +61,8 @@ def clock() -> tuple[float, float]:
 
 def make_ours(model_dir: Path, run_dir: Path, prompts: int, n: int, tokens: int, steps: int) -> Any:
     import pettingllm_envs
-    from trainers.config import TrainConfig
-    from trainers.train import Trainer
+    from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.algorithms.atgrpo.train import Trainer
 
     pettingllm_envs.register("toy_bytes_v0", "toy_env")
     config = TrainConfig(env="toy_bytes_v0", model=str(model_dir), run_dir=str(run_dir), problems_per_step=prompts,
@@ -151,7 +151,7 @@ def summarise(steps: list[dict[str, float]]) -> dict[str, float]:
 
 
 def compare(shape: str, prompts: int, n: int, tokens: int, repeats: int) -> dict[str, Any]:
-    from trainers.tiny_model import write_tiny_model
+    from trainers.models.tiny_model import write_tiny_model
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = write_tiny_model(Path(tmp) / "model", **SHAPES[shape])
@@ -166,9 +166,9 @@ def compare(shape: str, prompts: int, n: int, tokens: int, repeats: int) -> dict
 
 
 def tree_overhead(steps: int) -> dict[str, float]:
-    from trainers.config import TrainConfig
-    from trainers.tiny_model import write_tiny_model
-    from trainers.train import Trainer
+    from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.models.tiny_model import write_tiny_model
+    from trainers.algorithms.atgrpo.train import Trainer
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = write_tiny_model(Path(tmp) / "model")

@@ -6,7 +6,7 @@
 
 The prompts are the planner's first observations (the scripted tool agent has already
 run its program), and the reward is the env's own reward for the planner's reply (see
-trainers/trl_adapter.py). The tiny model is random, so its rewards stay at the format
+trainers/integrations/trl_adapter.py). The tiny model is random, so its rewards stay at the format
 penalty; the run shows the pipeline end to end, a real model shows learning.
 """
 
@@ -20,8 +20,8 @@ from transformers.utils.logging import enable_progress_bar
 from trl import GRPOConfig, GRPOTrainer
 
 from pettingllm_envs.cli.output import quiet_model_libraries
-from trainers.tiny_model import write_tiny_model
-from trainers.trl_adapter import EnvRoleReward, role_prompt_dataset
+from trainers.models.tiny_model import write_tiny_model
+from trainers.integrations.trl_adapter import EnvRoleReward, role_prompt_dataset
 
 
 def main() -> None:

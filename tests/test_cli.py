@@ -349,7 +349,7 @@ def test_tiny_model_loads_with_from_pretrained_and_prints_no_library_bars(tmp_pa
 
 @pytest.mark.slow
 def test_the_module_entry_points_are_the_cli_commands():
-    proc = subprocess.run([sys.executable, "-m", "trainers.mgrpo.train", "--mode", "nope"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "trainers.algorithms.mgrpo.train", "--mode", "nope"], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
     assert "config field 'mode': got 'nope'" in proc.stderr and "mgrpo, frozen_sub, single" in proc.stderr
@@ -359,7 +359,7 @@ def test_the_module_entry_points_are_the_cli_commands():
 def test_plots_have_integer_steps_distinct_curves_and_legends_off_the_curves():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
-    from trainers.plot import draw_metrics
+    from trainers.harness.plot import draw_metrics
 
     rows = [{"step": s, "reward/mean": 0.1 * s, "reward/agent/tool": 0.1 * s, "reward/agent/planner": 0.1 * s,
              "clip_frac": 0.0, "kl": 0.0} for s in (1, 2, 3)]
@@ -382,7 +382,7 @@ def test_the_held_out_success_is_drawn_with_its_interval_as_a_band():
     matplotlib.use("Agg")
     from matplotlib.collections import PolyCollection
 
-    from trainers.plot import draw_metrics
+    from trainers.harness.plot import draw_metrics
 
     rows = [{"step": s, "tree/success_rate": 0.5, "eval/success_rate": 0.2, "eval/success_ci_low": 0.1,
              "eval/success_ci_high": 0.35} for s in (2, 4, 6)]

@@ -149,9 +149,9 @@ def test_the_env_commands_work_with_trainers_unimportable():
                                          ["train", "--steps", "1"], prelude=prelude)
     assert listed[0] == 0 and "plan_path_v0" in listed[1], listed[2]
     assert ran[0] == 0 and "plan_path_v0  1.00" in ran[1], ran[2]
-    assert "train (unavailable: cannot load trainers.commands:TRAIN " in " ".join(top[1].split())
+    assert "train (unavailable: cannot load trainers.cli.commands:TRAIN " in " ".join(top[1].split())
     assert train[0] == 2 and train[2].count("\n") == 1
-    assert train[2].startswith("pettingllm: error: command 'train' is unavailable: cannot load trainers.commands")
+    assert train[2].startswith("pettingllm: error: command 'train' is unavailable: cannot load trainers.cli.commands")
 
 
 def test_listing_the_commands_loads_no_model_library():
@@ -189,9 +189,9 @@ def test_no_module_of_the_env_package_imports_trainers():
 
 def test_the_scan_finds_every_way_of_importing_trainers(tmp_path):
     sample = tmp_path / "sample.py"
-    sample.write_text("import trainers.train\ndef f():\n    from trainers.plot import plot_run\n"
-                      "import importlib\nimportlib.import_module('trainers.variants')\nENTRY = 'trainers.x:main'\n"
-                      "DOC = 'the trainers package, trainers.train'\nimport trainers_other\n")
+    sample.write_text("import trainers.algorithms.atgrpo.train\ndef f():\n    from trainers.harness.plot import plot_run\n"
+                      "import importlib\nimportlib.import_module('trainers.algorithms.variants')\nENTRY = 'trainers.x:main'\n"
+                      "DOC = 'the trainers package, trainers.algorithms.atgrpo.train'\nimport trainers_other\n")
     assert sorted(_trainer_references(sample)) == [
-        "from trainers.plot import ...", "import trainers.train", "string 'trainers.variants'",
+        "from trainers.harness.plot import ...", "import trainers.algorithms.atgrpo.train", "string 'trainers.algorithms.variants'",
         "string 'trainers.x:main'"]

@@ -34,9 +34,9 @@ def test_serve_names_its_positional_argument_not_an_option(capsys, tmp_path):
 
 
 def test_a_request_without_a_model_is_told_it_lacks_one(tiny_model_dir):
-    from trainers.config import TrainConfig
+    from trainers.algorithms.atgrpo.config import TrainConfig
     from trainers.generation.server import PolicyServer
-    from trainers.policy import PolicySet
+    from trainers.models.policy_set import PolicySet
 
     config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=4, steps=0, progress=False, tensorboard=False)
     config.validate()

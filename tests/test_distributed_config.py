@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pettingllm_envs.cli import main
-from trainers.config import ConfigError, TrainConfig
-from trainers.distributed.command import parse
+from trainers.algorithms.atgrpo.config import ConfigError, TrainConfig
+from trainers.cli.train_ray import parse
 from trainers.distributed.config import DistributedConfig, check_layout, distributed_config
 
 

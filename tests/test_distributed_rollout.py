@@ -11,13 +11,13 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from trainers.config import TrainConfig  # noqa: E402
+from trainers.algorithms.atgrpo.config import TrainConfig  # noqa: E402
 from trainers.distributed.cluster import ActorFailed, Pools  # noqa: E402
 from trainers.distributed.config import DistributedConfig  # noqa: E402
 from trainers.distributed.engine import RayGenerator  # noqa: E402
 from trainers.distributed.rollout import EnvFactory, RolloutPool  # noqa: E402
-from trainers.rollout import drive_tree, tree_rollout  # noqa: E402
-from trainers.seeding import RequestSeeds  # noqa: E402
+from trainers.rollout.episodes import drive_tree, tree_rollout  # noqa: E402
+from trainers.maths.seeding import RequestSeeds  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -125,7 +125,7 @@ def test_engine_actors_sample_what_the_in_process_sampler_samples(ray_cluster, t
     an error naming the policy's engines."""
     import torch
 
-    from trainers.policy import PolicySet
+    from trainers.models.policy_set import PolicySet
 
     config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=6, env=TOY, device="cpu")
     roles = ["first", "second"]
@@ -166,7 +166,7 @@ def test_a_lora_engine_follows_the_pushed_adapter(ray_cluster, tiny_model_dir):
     the trainer's own model samples."""
     import torch
 
-    from trainers.policy import PolicySet
+    from trainers.models.policy_set import PolicySet
 
     config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=6, env=TOY, device="cpu", lora=True,
                          regime="per_role")

@@ -32,7 +32,7 @@ import pytest
 from pytest_examples import CodeExample, EvalExample, find_examples
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # docs/ and its subfolders
 #: ```lang settings\n body ``` (the settings: ``key="value"`` pairs, as pytest-examples reads them)
 FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 #: what the suite does with each block language; a block of any other language fails the suite
@@ -172,7 +172,7 @@ def yaml_configs() -> list[tuple[str, str, dict]]:
 
 @pytest.mark.parametrize(("where", "kind", "values"), yaml_configs(), ids=[c[0] for c in yaml_configs()])
 def test_yaml_block_is_a_valid_config(where, kind, values):
-    from trainers.config import TrainConfig, check_field
+    from trainers.algorithms.atgrpo.config import TrainConfig, check_field
     from trainers.distributed.config import DistributedConfig
 
     cls = TrainConfig if kind == "run" else DistributedConfig

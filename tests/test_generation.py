@@ -23,12 +23,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pettingllm_envs.evaluation.openai_policy import EndpointError, OpenAIChatPolicy, post_json  # noqa: E402
-from trainers.config import ConfigError, GenerationBackend, TrainConfig  # noqa: E402
+from trainers.algorithms.atgrpo.config import ConfigError, GenerationBackend, TrainConfig  # noqa: E402
 from trainers.generation import BACKENDS, BackendUnavailable, Generator, build_generator  # noqa: E402
 from trainers.generation.openai_backend import OpenAIGenerator, parse_completion  # noqa: E402
 from trainers.generation.server import PolicyServer  # noqa: E402
 from trainers.generation.transformers_backend import TransformersGenerator  # noqa: E402
-from trainers.policy import PolicySet  # noqa: E402
+from trainers.models.policy_set import PolicySet  # noqa: E402
 
 MAX_NEW_TOKENS = 10
 PROMPTS = [[5, 6, 7, 8], [9, 10], [11, 12, 13]]
@@ -199,7 +199,7 @@ def test_the_trainer_runs_a_step_through_each_backend_with_identical_samples(toy
     """One real AT-GRPO step (tree rollout, advantages, PPO update) sampled in-process and through
     the server: the same samples for the same seeds; the server's log-probs give truncated-IS
     weights of 1 (the server holds the trainer's initial weights)."""
-    from trainers.train import Trainer
+    from trainers.algorithms.atgrpo.train import Trainer
 
     local = Trainer(toy_run(tiny_model_dir, tmp_path / "local"))
     local_metrics = local.train()

@@ -23,9 +23,9 @@ from verifiers.v1.dialects.chat import message_to_wire
 from pettingllm_envs.integrations.verifiers_env import eval_config
 from pettingllm_envs.policies import scripted_policy
 from pettingllm_envs.registry import make
-from trainers.config import TrainConfig
+from trainers.algorithms.atgrpo.config import TrainConfig
 from trainers.generation.server import PolicyServer
-from trainers.policy import PolicySet
+from trainers.models.policy_set import PolicySet
 
 ENV_CONFIG = {"max_turns": 2}
 

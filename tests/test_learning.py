@@ -68,8 +68,8 @@ def test_sft_loss_is_the_nll_of_the_action_and_stop_tokens_only(tiny_model_dir):
     import torch
 
     from benchmarks.learning.sft import _sft_step
-    from trainers.config import TrainConfig
-    from trainers.policy import PolicySet
+    from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.models.policy_set import PolicySet
 
     policies = PolicySet(TrainConfig(model=str(tiny_model_dir), device="cpu", lr=1e-12), ["solo"])
     prompt = policies.encode_prompt([{"role": "user", "content": "Walker at (0, 0)"}]).ids

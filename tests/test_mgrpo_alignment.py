@@ -10,7 +10,7 @@ import pytest
 import pettingllm_envs
 from pettingllm_envs.capabilities import Delegation, capability
 from pettingllm_envs.research.research_env import scripted_policy
-from trainers.mgrpo.alignment import (
+from trainers.algorithms.mgrpo.alignment import (
     align_batch,
     align_rollout,
     main_advantages,
@@ -19,7 +19,7 @@ from trainers.mgrpo.alignment import (
     sub_advantages,
     sub_batch,
 )
-from trainers.mgrpo.rollout import Outcome, hierarchical_rollout, served_delegations
+from trainers.algorithms.mgrpo.rollout import Outcome, hierarchical_rollout, served_delegations
 
 
 @pytest.mark.parametrize("trim", ["random", "last"])

@@ -12,10 +12,10 @@ import pytest
 import pettingllm_envs.research.research_env as research_env
 from pettingllm_envs import cli
 from pettingllm_envs.capabilities import Delegation, MissingCapability
-from trainers.config import ConfigError, PolicyConfig, TrainConfig, config_field_docs, config_from_args, field_types
-from trainers.mgrpo.config import MODES, MGRPOConfig
-from trainers.mgrpo.train import build_parser, env_delegation, run_local, run_two_process
-from trainers.update import UpdateSettings
+from trainers.algorithms.atgrpo.config import ConfigError, PolicyConfig, TrainConfig, config_field_docs, config_from_args, field_types
+from trainers.algorithms.mgrpo.config import MODES, MGRPOConfig
+from trainers.algorithms.mgrpo.train import build_parser, env_delegation, run_local, run_two_process
+from trainers.learning.update import UpdateSettings
 
 
 @pytest.mark.parametrize("cls", [PolicyConfig, TrainConfig, MGRPOConfig])

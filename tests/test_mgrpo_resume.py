@@ -16,9 +16,9 @@ from safetensors.torch import load_file
 from test_mgrpo_training import ENV, small_config
 
 from pettingllm_envs.cli import main
-from trainers.config import ConfigError
-from trainers.mgrpo.run import resume_step
-from trainers.mgrpo.train import run_local
+from trainers.algorithms.atgrpo.config import ConfigError
+from trainers.algorithms.mgrpo.run import resume_step
+from trainers.algorithms.mgrpo.train import run_local
 
 #: Every step updates every trained policy: degenerate groups are kept and the KL term and the
 #: weight decay move the weights even when all rewards are equal (most groups of the untrained

@@ -11,7 +11,7 @@ import time
 import pytest
 from mgrpo_helpers import NO_REDIS_REASON, REDIS_SERVER, redis_server
 
-from trainers.mgrpo.store import SQLiteStore, StoreTimeout, open_store
+from trainers.algorithms.mgrpo.store import SQLiteStore, StoreTimeout, open_store
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import json
 import pytest
 from mgrpo_helpers import NO_REDIS_REASON, REDIS_SERVER, redis_server
 
-from trainers.mgrpo.train import MGRPOConfig, RolePolicy, run_local, run_two_process
+from trainers.algorithms.mgrpo.train import MGRPOConfig, RolePolicy, run_local, run_two_process
 
 # Small episodes: the main delegates once (prefill), the sub must report at once, then the main is truncated.
 ENV = {"max_delegations": 1, "max_main_steps": 2, "max_tool_calls": 0}

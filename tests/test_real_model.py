@@ -16,8 +16,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from trainers import pretrained  # noqa: E402
-from trainers.config import TrainConfig  # noqa: E402
-from trainers.policy import PolicySet  # noqa: E402
+from trainers.algorithms.atgrpo.config import TrainConfig  # noqa: E402
+from trainers.models.policy_set import PolicySet  # noqa: E402
 
 QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
 

@@ -10,9 +10,9 @@ from pettingllm_envs.capabilities import MissingCapability, Voting, capability
 from pettingllm_envs.cli import main
 from pettingllm_envs.code.voting import behaviour_program, doctest_probes
 from pettingllm_envs.math.math_env import scripted_policy
-from trainers.config import TrainConfig
-from trainers.policy import PolicySet
-from trainers.self_consistency import evaluate_self_consistency, majority_vote, scores, vote_buckets
+from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.models.policy_set import PolicySet
+from trainers.algorithms.self_consistency import evaluate_self_consistency, majority_vote, scores, vote_buckets
 
 MATH = capability("math_v0", Voting)
 

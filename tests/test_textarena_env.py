@@ -476,8 +476,8 @@ def test_only_the_latest_board_is_shown():
 def test_shared_policy_self_play_keeps_each_seat_in_its_own_groups():
     """One shared policy plays both seats; AT-GRPO's group key (problem, agent, turn) never mixes them."""
     pytest.importorskip("torch")
-    from trainers.advantages import group_key
-    from trainers.config import TrainConfig
+    from trainers.maths.advantages import group_key
+    from trainers.algorithms.atgrpo.config import TrainConfig
 
     config = TrainConfig(env=ENV_ID, model="unused")
     assert config.regime == "shared" and config.group_by == "problem_agent_turn"

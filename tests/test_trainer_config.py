@@ -9,7 +9,7 @@ import typing
 
 import pytest
 
-from trainers.config import _FIELD_TYPES, _NON_EMPTY, BOUNDS, ConfigError, TrainConfig, load_config
+from trainers.algorithms.atgrpo.config import _FIELD_TYPES, _NON_EMPTY, BOUNDS, ConfigError, TrainConfig, load_config
 
 FIELDS = [f.name for f in dataclasses.fields(TrainConfig)]
 
@@ -83,7 +83,7 @@ def test_infinity_disables_gradient_clipping_and_is_allowed():
 
 def test_every_numeric_field_has_a_bound():
     numeric = {name for name in FIELDS if _FIELD_TYPES[name] in (int, float)}
-    assert numeric == set(BOUNDS), "add the new field's range to trainers.config.BOUNDS"
+    assert numeric == set(BOUNDS), "add the new field's range to trainers.algorithms.atgrpo.config.BOUNDS"
 
 
 def _bad_values(name: str) -> list[object]:

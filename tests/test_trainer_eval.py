@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-from trainers.config import TrainConfig
-from trainers.evaluation import Z95, evaluation_metrics, mean_half_width, wilson_interval
-from trainers.train import Trainer
+from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.maths.evaluation import Z95, evaluation_metrics, mean_half_width, wilson_interval
+from trainers.algorithms.atgrpo.train import Trainer
 
 TOY = "toy_bytes_v0"
 #: Half of the tiny model's byte tokens are right for either role: a policy near chance

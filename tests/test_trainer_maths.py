@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from trainers.advantages import group_advantages, group_key
-from trainers.config import ConfigError, TrainConfig, load_config
-from trainers.loss import aggregate, k3_kl, ppo_clip_loss
+from trainers.maths.advantages import group_advantages, group_key
+from trainers.algorithms.atgrpo.config import ConfigError, TrainConfig, load_config
+from trainers.maths.loss import aggregate, k3_kl, ppo_clip_loss
 
 
 def test_group_keys_always_contain_the_problem():
@@ -135,7 +135,7 @@ def test_regimes_map_roles_to_policies():
 
 
 def test_vllm_backend_is_limited_to_the_shared_regime():
-    from trainers.config import TrainConfig
+    from trainers.algorithms.atgrpo.config import TrainConfig
 
     with pytest.raises(ValueError, match="shared regime"):
         TrainConfig(model="m", generation_backend="vllm", regime="per_role").validate()
@@ -146,7 +146,7 @@ def test_vllm_backend_is_limited_to_the_shared_regime():
 
 def test_truncated_is_weights_by_hand():
     """w = min(exp(logp_trainer - logp_engine), C) on real tokens, 0 on padding, no gradient."""
-    from trainers.importance_sampling import padded_engine_logprobs, truncated_is_weights
+    from trainers.maths.importance_sampling import padded_engine_logprobs, truncated_is_weights
 
     trainer = torch.tensor([[-1.0, -2.0, -0.5], [-0.1, -0.2, -0.3]], requires_grad=True)
     engine = padded_engine_logprobs([[-1.5, -1.0], [-3.1, -0.2, -0.3]], 3, "cpu")

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from sampler_stats import chi_square_p_value, draw_many, float32_unreachable, poisson_bounds
 
-from trainers.config import TrainConfig
-from trainers.policy import TRUNCATION_MARKER, PolicySet, sample_categorical, stop_token_ids
+from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.models.policy_set import TRUNCATION_MARKER, PolicySet, sample_categorical, stop_token_ids
 
 
 def plain_logprobs(policies: PolicySet, model, prompt: list[int], completion: list[int]) -> torch.Tensor:
@@ -129,7 +129,7 @@ def test_stop_token_ids_are_the_union_of_tokenizer_and_generation_config():
 
 
 def test_generation_stops_and_masks_on_the_generation_configs_end_of_turn_ids(tmp_path):
-    from trainers.tiny_model import write_tiny_model
+    from trainers.models.tiny_model import write_tiny_model
 
     end_of_turn = list(range(100, 164))  # a quarter of the byte vocabulary: most completions stop early
     model_dir = write_tiny_model(tmp_path / "model", extra_eos_ids=end_of_turn)
@@ -255,7 +255,7 @@ def test_chunked_scoring_equals_full_scoring_and_never_holds_all_logits(tiny_mod
 def test_trainer_marks_and_dumps_the_samples_whose_prompt_was_cut(tiny_model_dir, tmp_path):
     import json
 
-    from trainers.train import Trainer
+    from trainers.algorithms.atgrpo.train import Trainer
 
     def run(max_prompt_tokens: int, run_dir) -> list[dict]:
         config = TrainConfig(env="plan_path_v0", model=str(tiny_model_dir), run_dir=str(run_dir), steps=1,

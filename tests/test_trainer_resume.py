@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from pettingllm_envs.cli import main
-from trainers.config import ConfigError, TrainConfig
-from trainers.distributed.command import parse as parse_train_ray
-from trainers.run_history import check_resume, load_run_config
+from trainers.algorithms.atgrpo.config import ConfigError, TrainConfig
+from trainers.cli.train_ray import parse as parse_train_ray
+from trainers.harness.run_history import check_resume, load_run_config
 
 
 def first_run_args(model: Path, run: Path, command: str = "train") -> list[str]:

@@ -16,7 +16,7 @@ import pytest
 import pettingllm_envs
 from pettingllm_envs.policies import scripted_policy
 from pettingllm_envs.registry import ENV_MODULES
-from trainers.rollout import independent_rollout, select_branch, tree_rollout
+from trainers.rollout.episodes import independent_rollout, select_branch, tree_rollout
 
 TOY = "toy_bytes_v0"
 
@@ -92,7 +92,7 @@ def test_trap2_second_agent_rewards_come_from_its_own_n_completions(toy):
 
 
 def test_trap3_groups_never_mix_problems_and_share_one_prompt(toy):
-    from trainers.advantages import group_key
+    from trainers.maths.advantages import group_key
 
     sampler = ScriptedSampler({"first": ["1", "x", "2", "y"], "second": ["a", "B", "c", "D"]})
     result = tree_rollout(toy(max_turns=2), [10, 11, 12], 4, sampler)
@@ -170,8 +170,8 @@ def test_tree_rollout_with_the_tiny_llm(toy, tiny_model_dir):
     from each completion, and generation-time log-probs equal to the trainer's recomputation."""
     import torch
 
-    from trainers.config import TrainConfig
-    from trainers.policy import PolicySet
+    from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.models.policy_set import PolicySet
 
     torch.manual_seed(0)
     config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=4, env=TOY)
@@ -260,7 +260,7 @@ def test_independent_returns_follow_pettingzoo_last(uneven):
 
 
 def test_an_env_that_never_removes_its_done_agents_is_an_error_not_a_hang(uneven):
-    from trainers.rollout import advance_dead
+    from trainers.rollout.episodes import advance_dead
 
     env = uneven(laps=3)()
     env.reset(seed=0)

@@ -13,8 +13,8 @@ import torch
 
 from pettingllm_envs import cli
 from pettingllm_envs.registry import ENV_MODULES
-from trainers.config import TrainConfig
-from trainers.train import Trainer
+from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.algorithms.atgrpo.train import Trainer
 
 TOY = "toy_bytes_v0"
 
@@ -98,7 +98,7 @@ def test_each_role_updates_only_its_own_policy(toy, tiny_model_dir, tmp_path, lo
                                  env_kwargs={"targets": {"first": half, "second": half}}))
     assert trainer.policies.names == ["first", "second"]
     result = trainer.rollout(0)
-    from trainers.advantages import group_advantages, group_key
+    from trainers.maths.advantages import group_advantages, group_key
 
     for s in result.samples:
         s.group = group_key(s.problem, s.agent, s.turn, "problem_agent_turn")

@@ -1,4 +1,4 @@
-"""The shared PPO update (trainers/update.py) on the tiny model: its settings are honoured
+"""The shared PPO update (trainers/learning/update.py) on the tiny model: its settings are honoured
 (gradient clip, clip ranges, micro-batches, degenerate samples), the data-parallel hooks are
 called as documented, and the metric vocabulary sums policies."""
 
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import torch
 
-from trainers.config import TrainConfig
-from trainers.metrics import action_reward_metrics, update_metrics
-from trainers.policy import PolicySet
-from trainers.update import UpdateHooks, UpdateSettings, UpdateStats, ppo_update, trainable
+from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.learning.metrics import action_reward_metrics, update_metrics
+from trainers.models.policy_set import PolicySet
+from trainers.learning.update import UpdateHooks, UpdateSettings, UpdateStats, ppo_update, trainable
 
 PROMPTS = [[{"role": "user", "content": "pick a digit"}], [{"role": "user", "content": "pick a letter"}]]
 
@@ -180,10 +180,10 @@ def test_trainer_and_mgrpo_make_the_same_update_from_the_same_samples(toy, tiny_
     """AT-GRPO's Trainer.update and M-GRPO's RolePolicy.update run one update: from the same
     weights, samples and settings (two epochs, a binding gradient clip, micro-batches) the
     parameters they end with are identical, bit for bit."""
-    from trainers.mgrpo.alignment import PolicySample
-    from trainers.mgrpo.train import Action, MGRPOConfig, RolePolicy
-    from trainers.rollout import Sample
-    from trainers.train import Trainer
+    from trainers.algorithms.mgrpo.alignment import PolicySample
+    from trainers.algorithms.mgrpo.train import Action, MGRPOConfig, RolePolicy
+    from trainers.rollout.episodes import Sample
+    from trainers.algorithms.atgrpo.train import Trainer
 
     shared = {"model": str(tiny_model_dir), "lr": 5e-2, "eps_low": 0.1, "eps_high": 0.15, "max_grad_norm": 0.05,
               "ppo_epochs": 2, "micro_batch_size": 3, "max_new_tokens": 6, "aggregation": "sequence_mean",

@@ -19,9 +19,9 @@ from benchmarks.degenerate_groups import (
 )
 from pettingllm_envs import cli
 from pettingllm_envs.registry import ENV_MODULES
-from trainers.config import DEFAULT_PROMPT_VARIANTS, TrainConfig, load_config
-from trainers.policy import PolicySet
-from trainers.variants import PromptConditionedTrainer, condition, ensemble_generate, round_robin, variant_metrics
+from trainers.algorithms.atgrpo.config import DEFAULT_PROMPT_VARIANTS, TrainConfig, load_config
+from trainers.models.policy_set import PolicySet
+from trainers.algorithms.variants import PromptConditionedTrainer, condition, ensemble_generate, round_robin, variant_metrics
 
 TOY = "toy_bytes_v0"
 

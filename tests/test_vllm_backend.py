@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainers.config import TrainConfig  # noqa: E402
+from trainers.algorithms.atgrpo.config import TrainConfig  # noqa: E402
 from trainers.generation.vllm_backend import (  # noqa: E402
     VLLMGenerator,
     _merged_state,
@@ -25,7 +25,7 @@ from trainers.generation.vllm_backend import (  # noqa: E402
     sampling_requests,
     vllm_available,
 )
-from trainers.seeding import SEED_BITS, RequestSeeds, derive_seed  # noqa: E402
+from trainers.maths.seeding import SEED_BITS, RequestSeeds, derive_seed  # noqa: E402
 
 needs_vllm = pytest.mark.skipif(not vllm_available(), reason="needs `pip install vllm` and a CUDA GPU")
 TOY = "toy_bytes_v0"
@@ -33,7 +33,7 @@ TOY = "toy_bytes_v0"
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from trainers.tiny_model import write_tiny_model
+    from trainers.models.tiny_model import write_tiny_model
 
     return write_tiny_model(tmp_path_factory.mktemp("tiny"), hidden_size=128)
 
@@ -70,7 +70,7 @@ def test_request_seeds_differ_across_prompts_branches_calls_steps_and_streams():
 
 
 def test_the_seed_state_is_checkpointed_and_restored(toy, tiny, tmp_path):
-    from trainers.train import Trainer
+    from trainers.algorithms.atgrpo.train import Trainer
 
     trainer = Trainer(toy_config(tiny, tmp_path, steps=1, checkpoint_every=1))
     trainer.train()
@@ -102,7 +102,7 @@ def test_the_engine_never_loads_an_adapter_only_directory(toy, tiny, tmp_path, l
     adapter: the engine must load a complete model (the base, then receive the merged weights)."""
     from transformers import AutoModelForCausalLM
 
-    from trainers.train import Trainer
+    from trainers.algorithms.atgrpo.train import Trainer
 
     trainer = Trainer(toy_config(tiny, tmp_path, steps=1, checkpoint_every=1, lora=lora))
     trainer.train()
@@ -124,7 +124,7 @@ def test_merged_lora_weights_use_the_base_names_and_equal_merge_and_unload(toy, 
 
     from transformers import AutoModelForCausalLM
 
-    from trainers.train import Trainer
+    from trainers.algorithms.atgrpo.train import Trainer
 
     trainer = Trainer(toy_config(tiny, tmp_path, steps=1, lora=True, drop_degenerate=False))
     trainer.train()
@@ -147,7 +147,7 @@ def test_merged_lora_weights_use_the_base_names_and_equal_merge_and_unload(toy, 
 def test_truncated_is_metrics_in_a_real_update(toy, tiny, tmp_path):
     """Forced on with the transformers backend, where the sampler *is* the scorer: every weight
     is 1 up to float rounding (KV-cache vs full forward), none is truncated; the update runs."""
-    from trainers.train import Trainer
+    from trainers.algorithms.atgrpo.train import Trainer
 
     history = Trainer(toy_config(tiny, tmp_path, steps=2, importance_sampling="truncated",
                                  drop_degenerate=False)).train()
@@ -197,7 +197,7 @@ def test_sync_weights_makes_the_engine_follow_the_trainer_model(tiny):
 
 @needs_vllm
 def test_trainer_samples_with_vllm_and_syncs_after_each_update(tiny, tmp_path):
-    from trainers.train import Trainer
+    from trainers.algorithms.atgrpo.train import Trainer
 
     config = TrainConfig(env="plan_path_v0", model=str(tiny), run_dir=str(tmp_path / "run"), steps=2,
                          problems_per_step=2, n_samples=4, max_new_tokens=16, progress=False, tensorboard=False,

@@ -28,7 +28,7 @@ rerun:
    (:class:`pettingllm_envs.evaluation.single_agent_env.SingleAgentEnv`, the same team
    reward summed), trained with the same tree rollout and per-turn groups, which with one
    agent is GRPO per turn.
-3. **Held-out evaluation** (the trainer's :meth:`~trainers.train.Trainer.evaluate`): one
+3. **Held-out evaluation** (the trainer's :meth:`~trainers.algorithms.atgrpo.train.Trainer.evaluate`): one
    sampled episode (temperature 1) on each of the first ``eval_problems`` test-split
    problems, before training, at ``eval_points`` points of the budget and at the end. Reported per condition:
    success before and after with 95 % Wilson intervals (all seeds' episodes pooled), the
@@ -226,8 +226,8 @@ def warm_start(setting: EnvSetting, cfg: ExperimentConfig, log: Any) -> tuple[Pa
 def make_trainer(setting: EnvSetting, condition: Condition, seed: int, warm: Path, cfg: ExperimentConfig,
                  run_dir: Path) -> Any:
     from benchmarks.learning.demonstrations import make_view
-    from trainers.config import TrainConfig
-    from trainers.train import Trainer
+    from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.algorithms.atgrpo.train import Trainer
 
     class ViewTrainer(Trainer):
         """The trainer on the env's brief-instruction view (multi-agent or single-agent)."""

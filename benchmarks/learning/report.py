@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainers.evaluation import wilson_interval
+from trainers.maths.evaluation import wilson_interval
 
 #: Two-sided 95 % quantiles of Student's t by degrees of freedom (seeds - 1).
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}

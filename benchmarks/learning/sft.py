@@ -16,18 +16,18 @@ envs' :class:`~pettingllm_envs.capabilities.Demonstrations`, with mistakes injec
 
 **Why not TRL's SFTTrainer.** The warm policy must be trained on exactly the token layout
 the RL trainer samples from and scores: the prompt rendered and cut by
-:meth:`trainers.policy.PolicySet.encode_prompt` (chat template with the generation prompt;
+:meth:`trainers.models.policy_set.PolicySet.encode_prompt` (chat template with the generation prompt;
 an over-long prompt keeps the system message and the latest turn and loses the middle),
 then the action's tokens and the model's stop id. ``SFTTrainer`` tokenizes on its own: with
 the project's byte-level tokenizer it appends ``</s>`` after the prompt as well, and it
 truncates from one end, so prompts longer than the budget would be cut differently than in
 RL. So the loop here is a short plain one that scores with the RL trainer's own
-:meth:`~trainers.policy.PolicySet.token_logprobs` (the loss is the negative mean
+:meth:`~trainers.models.policy_set.PolicySet.token_logprobs` (the loss is the negative mean
 log-likelihood of the action tokens plus the stop token; the prompt carries no loss), with
 AdamW, a linear warmup and a cosine decay to ``min_lr``.
 
 ``model`` may be empty: then a byte-level Llama-style model is built from scratch
-(:func:`trainers.tiny_model.write_tiny_model` with ``scratch_*``), nothing is downloaded.
+(:func:`trainers.models.tiny_model.write_tiny_model` with ``scratch_*``), nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from benchmarks.learning.demonstrations import Demonstration, multi_agent_demonstrations, single_agent_demonstrations
-from trainers.config import Regime, TrainConfig
+from trainers.algorithms.atgrpo.config import Regime, TrainConfig
 
 
 class SFTConfigError(ValueError):
@@ -108,7 +108,7 @@ class SFTConfig:
     max_grad_norm: float = 1.0
     """Gradient-norm clip."""
     max_prompt_tokens: int = 512
-    """Prompt budget, cut as the RL trainer cuts (:meth:`trainers.policy.PolicySet.encode_prompt`);
+    """Prompt budget, cut as the RL trainer cuts (:meth:`trainers.models.policy_set.PolicySet.encode_prompt`);
     give the RL run the same value so the warm policy sees the prompts it was trained on."""
     device: str = "auto"
     """``auto``, ``cpu`` or ``cuda[:i]``."""
@@ -162,7 +162,7 @@ def collect_demonstrations(cfg: SFTConfig) -> list[Demonstration]:
 def _base_model(cfg: SFTConfig, scratch_dir: Path) -> str:
     if cfg.model:
         return cfg.model
-    from trainers.tiny_model import write_tiny_model
+    from trainers.models.tiny_model import write_tiny_model
 
     write_tiny_model(scratch_dir, hidden_size=cfg.scratch_hidden_size, num_layers=cfg.scratch_layers,
                      num_heads=cfg.scratch_heads, seed=cfg.seed)
@@ -171,7 +171,7 @@ def _base_model(cfg: SFTConfig, scratch_dir: Path) -> str:
 
 def train_sft(cfg: SFTConfig, *, log: Any = sys.stderr) -> dict[str, Any]:
     """Collect the demonstrations, train, write ``out_dir``; returns a summary (also in ``out_dir/sft.json``)."""
-    from trainers.policy import PolicySet
+    from trainers.models.policy_set import PolicySet
 
     cfg.validate()
     out = Path(cfg.out_dir)

@@ -2,7 +2,7 @@
 and sandbox runs (:mod:`pettingllm_envs.integrations.ray_backend`, needs the ``ray``
 extra), and TRL's ``GRPOTrainer``: multi-turn through ``environment_factory``
 (:mod:`trainers.integrations.trl_env`) or one action per completion
-(:mod:`trainers.trl_adapter`), both needing ``trl``. Every bridge seats the roles it does not
+(:mod:`trainers.integrations.trl_adapter`), both needing ``trl``. Every bridge seats the roles it does not
 drive with :mod:`pettingllm_envs.seats`.
 
 Importing this package registers the Gymnasium ids ``pettingllm/<env_id>``.

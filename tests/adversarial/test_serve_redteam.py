@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from trainers.config import TrainConfig
+from trainers.algorithms.atgrpo.config import TrainConfig
 from trainers.generation import server as server_module
 from trainers.generation.server import MAX_N, PolicyServer, build_parser
-from trainers.policy import PolicySet
+from trainers.models.policy_set import PolicySet
 
 #: The handler's socket timeout in these tests (the real one is ``REQUEST_TIMEOUT_S``).
 TEST_TIMEOUT_S = 1.0

@@ -1,6 +1,6 @@
 """Scale-out of the AT-GRPO trainer on Ray and torch.distributed (docs/scaling.md).
 
-The single-process :class:`trainers.train.Trainer` stays the default; this package runs the
+The single-process :class:`trainers.algorithms.atgrpo.train.Trainer` stays the default; this package runs the
 same algorithm with its parts on Ray actors:
 
 * :mod:`~trainers.distributed.config`: the layout (how many of each actor, their resources);
@@ -9,5 +9,5 @@ same algorithm with its parts on Ray actors:
 * :mod:`~trainers.distributed.engine`: generation engines (transformers or vLLM) per policy;
 * :mod:`~trainers.distributed.train_worker`: data-parallel PPO updates on torch.distributed;
 * :mod:`~trainers.distributed.trainer`: the trainer that puts them together;
-* :mod:`~trainers.distributed.command`: ``pettingllm train-ray``.
+* :mod:`~trainers.cli.train_ray`: ``pettingllm train-ray``.
 """

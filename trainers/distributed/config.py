@@ -1,6 +1,6 @@
 """The scale-out section of a run: how many of each Ray actor, and what each one gets.
 
-One :class:`DistributedConfig` next to the run's :class:`~trainers.config.TrainConfig`
+One :class:`DistributedConfig` next to the run's :class:`~trainers.algorithms.atgrpo.config.TrainConfig`
 describes the whole layout (docs/scaling.md has one for 1 GPU, 8 GPUs on a node, several nodes):
 
 * **rollout workers** hold the envs (and their sandboxes) of a share of each step's problems;
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from trainers.config import Bound, ConfigError, TrainConfig, check_field, config_from_args
+from trainers.algorithms.atgrpo.config import Bound, ConfigError, TrainConfig, check_field, config_from_args
 
 Placement = Literal["separate", "colocated"]
 PlacementStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
@@ -34,7 +34,7 @@ class DistributedConfig:
     """Where a run's actors go. ``pettingllm train-ray --help`` lists the fields."""
 
     bounds: ClassVar[Mapping[str, Bound]]
-    """The allowed range of every numeric field (:func:`trainers.config.check_field`); set below."""
+    """The allowed range of every numeric field (:func:`trainers.algorithms.atgrpo.config.check_field`); set below."""
 
     address: str = "local"
     """Ray to use: ``local`` starts (or reuses) a Ray on this machine; ``auto`` joins the
@@ -80,7 +80,7 @@ class DistributedConfig:
 
     def validate(self) -> None:
         """Coerce and check every field (YAML and the command line give strings), then the
-        combinations; raises :class:`~trainers.config.ConfigError` naming the field."""
+        combinations; raises :class:`~trainers.algorithms.atgrpo.config.ConfigError` naming the field."""
         for f in dataclasses.fields(self):
             setattr(self, f.name, check_field(f.name, getattr(self, f.name), DistributedConfig))
         if not self.address.strip():
@@ -134,7 +134,7 @@ def distributed_config(values: dict[str, Any] | None = None, *, file: str | None
                        prog: str = "pettingllm train-ray") -> DistributedConfig:
     """A validated layout: defaults < the YAML mapping in ``file`` (``--distributed``) < ``values``
     (a mapping of fields, or the command line's options); unknown keys are refused with the
-    close match (:func:`trainers.config.config_from_args`, the trainers' one config machinery)."""
+    close match (:func:`trainers.algorithms.atgrpo.config.config_from_args`, the trainers' one config machinery)."""
     values = dict(values or {})
     known = {f.name for f in dataclasses.fields(DistributedConfig)}
     unknown = sorted(set(values) - known)

@@ -8,7 +8,7 @@ actor's GPU, a code path that cannot run on this CPU machine) and serves
 :class:`trainers.generation.protocol.Generator` over the pools: one call's prompts are split
 over the policy's engines by prompt (a prompt's ``n`` completions stay together, so each
 engine still shares the prompt's KV cache), sent at once, and gathered in order. Per-request
-seeds (:class:`trainers.seeding.RequestSeeds`) make each completion a function of its prompt,
+seeds (:class:`trainers.maths.seeding.RequestSeeds`) make each completion a function of its prompt,
 its seed and the weights, so the split changes nothing.
 
 **Weights** flow from a policy's rank-0 training worker to its engines after every update
@@ -22,14 +22,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from trainers.config import TrainConfig
+from trainers.algorithms.atgrpo.config import TrainConfig
 from trainers.distributed.cluster import Slot, get, import_ray, kill_all
 from trainers.distributed.config import DistributedConfig
 from trainers.generation.protocol import Generation, LogprobSource, check_seeds
 
 
 def policy_roles(config: TrainConfig, roles: Sequence[str], policy: str) -> list[str]:
-    """The roles that policy ``policy`` plays: a :class:`~trainers.policy.PolicySet` built for
+    """The roles that policy ``policy`` plays: a :class:`~trainers.models.policy_set.PolicySet` built for
     them holds that policy alone."""
     mapping = config.policy_for_roles(roles)
     return [role for role in roles if mapping[role] == policy]
@@ -55,7 +55,7 @@ def weight_state(model: Any, policy: str, *, lora: bool, merged: bool) -> Any:
 def generation_config_of(model: str) -> Any:
     """The generation config ``from_pretrained`` gives ``model`` (its ``generation_config.json``,
     else one derived from its config), read without loading the weights: the stop ids of
-    :func:`trainers.policy.stop_token_ids` come from it."""
+    :func:`trainers.models.policy_set.stop_token_ids` come from it."""
     from transformers import AutoConfig, GenerationConfig
 
     try:
@@ -77,7 +77,7 @@ class GenerationEngine:
             from transformers import AutoTokenizer
 
             from trainers.generation.vllm_backend import VLLMGenerator
-            from trainers.policy import stop_token_ids
+            from trainers.models.policy_set import stop_token_ids
 
             self.generator: Any = VLLMGenerator(
                 config.model, temperature=config.temperature, max_new_tokens=config.max_new_tokens,
@@ -87,7 +87,7 @@ class GenerationEngine:
                 policy=policy)
         else:
             from trainers.generation.transformers_backend import TransformersGenerator
-            from trainers.policy import PolicySet
+            from trainers.models.policy_set import PolicySet
 
             self.policies = PolicySet(config, policy_roles(config, roles, policy))
             self.generator = TransformersGenerator(self.policies)

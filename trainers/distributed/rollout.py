@@ -1,8 +1,8 @@
 """Tree rollouts whose envs live on rollout-worker actors.
 
-The algorithm is :func:`trainers.rollout.drive_tree`, the one the local path runs; only the
-states move. :class:`RemoteTree` implements :class:`trainers.rollout.TreeStates` over
-:class:`RolloutWorker` actors, each holding a :class:`trainers.rollout.LocalTree` of a
+The algorithm is :func:`trainers.rollout.episodes.drive_tree`, the one the local path runs; only the
+states move. :class:`RemoteTree` implements :class:`trainers.rollout.episodes.TreeStates` over
+:class:`RolloutWorker` actors, each holding a :class:`trainers.rollout.episodes.LocalTree` of a
 contiguous share of the step's problems (its envs and sandboxes warm across steps). At every
 agent step the controller gathers every worker's live nodes, makes **one** batched sampler
 call for all problems (the generation engines), and sends each worker the N completion
@@ -30,7 +30,7 @@ from pettingzoo import AECEnv
 
 from trainers.distributed.cluster import ActorFailed, Slot, get, import_ray, kill_all
 from trainers.distributed.config import DistributedConfig
-from trainers.rollout import Completion, Expansion, LocalTree, Node
+from trainers.rollout.episodes import Completion, Expansion, LocalTree, Node
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class TextCompletion:
 
 
 class RolloutWorker:
-    """The actor: a :class:`~trainers.rollout.LocalTree` of its share of a step's problems."""
+    """The actor: a :class:`~trainers.rollout.episodes.LocalTree` of its share of a step's problems."""
 
     def __init__(self, env_fn: EnvFactory) -> None:
         self.env_fn = env_fn
@@ -137,7 +137,7 @@ class RolloutPool:
 
 
 class RemoteTree:
-    """:class:`trainers.rollout.TreeStates` on a :class:`RolloutPool` (module docstring)."""
+    """:class:`trainers.rollout.episodes.TreeStates` on a :class:`RolloutPool` (module docstring)."""
 
     def __init__(self, pool: RolloutPool, problems: Sequence[int], split: str) -> None:
         self.pool = pool

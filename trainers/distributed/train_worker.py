@@ -1,8 +1,8 @@
 """Data-parallel PPO updates: one torch.distributed group of training-worker actors per policy.
 
 Every rank of a policy's group holds the whole policy and its AdamW state (DDP's layout) and
-runs the project's one update, :func:`trainers.update.ppo_update`, on its shard of the
-policy's samples, with :class:`~trainers.update.UpdateHooks` that make the shards add up to
+runs the project's one update, :func:`trainers.learning.update.ppo_update`, on its shard of the
+policy's samples, with :class:`~trainers.learning.update.UpdateHooks` that make the shards add up to
 the full batch:
 
 * ``reduce_totals``: the normalisers (completion tokens, sequences) are all-reduced, so every
@@ -21,7 +21,7 @@ here) and NCCL on GPUs (``DistributedConfig.torch_backend``). Parameter sharding
 not implemented: a policy must fit on one device with its optimiser state (docs/scaling.md).
 
 Rank 0 alone writes checkpoints (into the driver's temporary checkpoint directory, which the
-driver renames into place, :meth:`trainers.train.Trainer.save_checkpoint`); since every rank
+driver renames into place, :meth:`trainers.algorithms.atgrpo.train.Trainer.save_checkpoint`); since every rank
 holds the whole optimiser state, a checkpoint resumes on any world size.
 """
 
@@ -38,10 +38,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from trainers.config import TrainConfig
+from trainers.algorithms.atgrpo.config import TrainConfig
 from trainers.distributed.engine import policy_roles, weight_state
 from trainers.generation.protocol import Generation
-from trainers.update import UpdateHooks, UpdateSettings, UpdateStats, ppo_update
+from trainers.learning.update import UpdateHooks, UpdateSettings, UpdateStats, ppo_update
 
 #: Gradient elements all-reduced per collective (DDP's default bucket is 25 MB of float32).
 BUCKET_ELEMENTS = 25 * 2**20 // 4
@@ -49,7 +49,7 @@ BUCKET_ELEMENTS = 25 * 2**20 // 4
 
 @dataclass
 class TrainSample:
-    """What the update reads of a sample (:class:`trainers.update.UpdateSample`), without the
+    """What the update reads of a sample (:class:`trainers.learning.update.UpdateSample`), without the
     prompt's messages: what travels to the training workers."""
 
     completion: Generation
@@ -106,7 +106,7 @@ class TrainWorker:
 
     def __init__(self, config: TrainConfig, roles: list[str], policy: str, rank: int, world_size: int,
                  init_dir: str | None) -> None:
-        from trainers.policy import PolicySet
+        from trainers.models.policy_set import PolicySet
 
         self.config = config
         self.policy = policy
@@ -125,7 +125,7 @@ class TrainWorker:
                                 world_size=self.world_size, timeout=timedelta(seconds=timeout_s))
 
     def update(self, shard: list[TrainSample], settings: UpdateSettings) -> dict[str, Any]:
-        """:func:`~trainers.update.ppo_update` on this rank's shard, gradients summed over the group."""
+        """:func:`~trainers.learning.update.ppo_update` on this rank's shard, gradients summed over the group."""
         if self.world_size == 1:
             hooks = UpdateHooks()
         else:
@@ -143,7 +143,7 @@ class TrainWorker:
         return self.policies.snapshot(self.policy)
 
     def save(self, directory: str) -> None:
-        """Write the policy where :meth:`trainers.policy.PolicySet.save` would (rank 0 only is asked)."""
+        """Write the policy where :meth:`trainers.models.policy_set.PolicySet.save` would (rank 0 only is asked)."""
         self.policies.save(Path(directory))
 
     def optimizer_state(self) -> dict[str, Any]:
@@ -158,7 +158,7 @@ class TrainWorker:
 
 
 def combine_stats(per_rank: Sequence[dict[str, Any]]) -> UpdateStats:
-    """One policy's :class:`~trainers.update.UpdateStats` from its ranks': sums add up,
+    """One policy's :class:`~trainers.learning.update.UpdateStats` from its ranks': sums add up,
     ``grad_norm`` is the global norm every rank computed (rank 0's)."""
     fields = {k: sum(stats[k] for stats in per_rank) for k in per_rank[0] if k != "grad_norm"}
     return UpdateStats(**fields, grad_norm=per_rank[0]["grad_norm"])

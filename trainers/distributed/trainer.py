@@ -1,6 +1,6 @@
 """The AT-GRPO trainer with its parts on Ray actors: same steps, same metrics, same checkpoints.
 
-:class:`DistributedTrainer` is :class:`trainers.train.Trainer` with its parts moved out of
+:class:`DistributedTrainer` is :class:`trainers.algorithms.atgrpo.train.Trainer` with its parts moved out of
 the process through the trainer's hooks, and nothing else changed (advantages, metrics,
 logging, evaluation, checkpoint layout and resume are the trainer's own code):
 
@@ -36,21 +36,21 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from trainers.config import TrainConfig
+from trainers.algorithms.atgrpo.config import TrainConfig
 from trainers.distributed.cluster import Pools, connect, get, import_ray, kill_all
 from trainers.distributed.config import DistributedConfig, check_layout
 from trainers.distributed.engine import RayGenerator, generation_config_of
 from trainers.distributed.rollout import EnvFactory, RemoteTree, RolloutPool
 from trainers.distributed.train_worker import TrainSample, TrainWorker, combine_stats, shard
-from trainers.policy import PolicySet, stop_token_ids
-from trainers.rollout import Sample
-from trainers.train import Trainer
-from trainers.update import UpdateSettings, UpdateStats, trainable
+from trainers.models.policy_set import PolicySet, stop_token_ids
+from trainers.rollout.episodes import Sample
+from trainers.algorithms.atgrpo.train import Trainer
+from trainers.learning.update import UpdateSettings, UpdateStats, trainable
 
 
 class RemotePolicies(PolicySet):
     """The driver's side of the run's policies (module docstring): the tokenizer, prompt
-    encoding and stop ids of :class:`~trainers.policy.PolicySet`; saving, the optimiser state
+    encoding and stop ids of :class:`~trainers.models.policy_set.PolicySet`; saving, the optimiser state
     and updates go to the policy's training workers. There is no model here: PolicySet's
     sampling and scoring methods are not available (:meth:`active` says so)."""
 
@@ -144,7 +144,7 @@ class RemotePolicies(PolicySet):
 
 
 class DistributedTrainer(Trainer):
-    """:class:`trainers.train.Trainer` on Ray actors (module docstring). Use it as a context
+    """:class:`trainers.algorithms.atgrpo.train.Trainer` on Ray actors (module docstring). Use it as a context
     manager (or call :meth:`close`) so that the actors and placement groups are released."""
 
     def __init__(self, config: TrainConfig, dist: DistributedConfig) -> None:

@@ -5,7 +5,7 @@ itself: it finds this completer through the entry-point group
 :data:`pettingllm_envs.seats.MODEL_POLICIES` (``hf`` in ``pyproject.toml``), so the
 suite decodes with exactly the trainer's prompt rendering (chat template, over-long prompts
 losing the middle of their history) and stop ids (tokenizer eos and the generation config's),
-greedily, through :meth:`trainers.policy.PolicySet.generate`.
+greedily, through :meth:`trainers.models.policy_set.PolicySet.generate`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import functools
 import threading
 from collections.abc import Callable
 
-from trainers.config import TrainConfig
-from trainers.policy import PolicySet
+from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.models.policy_set import PolicySet
 
 Messages = list[dict[str, str]]
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from trainers.generation.backends import backend_class
 
 if TYPE_CHECKING:
-    from trainers.config import TrainConfig
+    from trainers.algorithms.atgrpo.config import TrainConfig
     from trainers.generation.protocol import Generator
-    from trainers.policy import PolicySet
+    from trainers.models.policy_set import PolicySet
 
 
 def build_generator(config: TrainConfig, policies: PolicySet, *, checkpoint: Path | None = None) -> Generator:

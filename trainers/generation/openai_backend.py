@@ -17,7 +17,7 @@ What comes back, and what is made of it:
   ``return_tokens_as_token_ids``; ``pettingllm serve`` answers both);
 * otherwise the text, re-tokenized with the trainer's tokenizer (the ids the policy would
   have had to emit to write it, so a special-token string in it stays text tokens,
-  :func:`~trainers.generation.chat_tokens.encode_plain`; the update scores those) and cut to the completion budget
+  :func:`~trainers.models.chat_tokens.encode_plain`; the update scores those) and cut to the completion budget
   (another tokenizer's text can take more of ours), and no log-probs; the env then gets the
   decoded ids, so the action and the trained tokens always agree;
 * per-token log-probs (``logprobs.token_logprobs``, requested with ``logprobs: 1``) when
@@ -54,12 +54,12 @@ from typing import TYPE_CHECKING, Any
 
 from pettingllm_envs.evaluation.openai_policy import EndpointError, post_json
 from trainers.generation.backends import BACKENDS
-from trainers.generation.chat_tokens import encode_plain
+from trainers.models.chat_tokens import encode_plain
 from trainers.generation.protocol import Generation, LogprobSource, check_seeds
 
 if TYPE_CHECKING:
-    from trainers.config import TrainConfig
-    from trainers.policy import PolicySet
+    from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.models.policy_set import PolicySet
 
 #: vLLM's spelling of a token in ``logprobs.tokens`` under ``return_tokens_as_token_ids``.
 _TOKEN_ID = re.compile(r"token_id:(\d+)")

@@ -10,7 +10,7 @@ Shapes (all backends agree, the tests check each one):
 
 * :meth:`Generator.generate` ``(policy, prompts, n, *, seeds)`` returns ``len(prompts) * n``
   :class:`Generation` objects, prompt-major (prompt 0's ``n`` completions first). ``seeds``
-  has one seed per completion in the same order (:class:`trainers.seeding.RequestSeeds`):
+  has one seed per completion in the same order (:class:`trainers.maths.seeding.RequestSeeds`):
   a backend that honours them draws completion ``i`` from its seed alone, so the same seeds
   give the same samples whatever the batch (and the in-process and server backends give the
   same samples for the same seeds). ``seeds=None`` lets the backend use its own random stream.
@@ -19,7 +19,7 @@ Shapes (all backends agree, the tests check each one):
 * ``Generation.logprobs`` are the log-probabilities the tokens were drawn with (after
   temperature scaling) when the engine reports them, else None. The trainer's PPO "old"
   policy is always its own recomputation; these only feed the truncated importance-sampling
-  correction (:mod:`trainers.importance_sampling`).
+  correction (:mod:`trainers.maths.importance_sampling`).
 
 Weight following (:attr:`Generator.follows_updates`): True when, after :meth:`Generator.sync`,
 the next ``generate`` samples the updated policy (the in-process model is the trained one;
@@ -54,7 +54,7 @@ class Generation:
     text: str
     prompt_truncated: bool = False
     """The prompt was over ``max_prompt_tokens`` and had part of its history cut
-    (:meth:`trainers.policy.PolicySet.encode_prompt`)."""
+    (:meth:`trainers.models.policy_set.PolicySet.encode_prompt`)."""
 
 
 @runtime_checkable

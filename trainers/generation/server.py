@@ -2,7 +2,7 @@
 
 It serves one Hugging Face causal LM folder (a base model, ``pettingllm tiny-model``'s, or a
 full fine-tuning checkpoint's ``policies/<name>``) with the trainer's own sampler
-(:meth:`trainers.policy.PolicySet.generate`: exact float64 inverse-CDF sampling, log-probs
+(:meth:`trainers.models.policy_set.PolicySet.generate`: exact float64 inverse-CDF sampling, log-probs
 after temperature scaling, the model's stop ids), for generation-only use (``pettingllm bench
 --policy openai:NAME@http://HOST:PORT/v1``, ``generation_backend: openai``) and so that the
 server backend is tested against a real server. Standard library HTTP only.
@@ -23,7 +23,7 @@ Endpoints (``/v1``):
   neither could be honoured.
 * ``POST /v1/chat/completions``: ``messages`` chat-templated as the trainer renders prompts
   (over-long ones lose the middle of their history, like the trainer's; a special-token string
-  inside a message stays text, :mod:`trainers.generation.chat_tokens`).
+  inside a message stays text, :mod:`trainers.models.chat_tokens`).
 
 Seeds: completion ``i`` of a request with ``seed`` s draws from seed s for ``i = 0`` and from
 ``derive_seed(s, i)`` after, and a request without a seed gets a random one; a completion
@@ -54,7 +54,7 @@ from typing import Any
 
 from pettingllm_envs.cli.errors import ArgumentParser
 from trainers.generation.protocol import Generation
-from trainers.seeding import SEED_BITS, derive_seed
+from trainers.maths.seeding import SEED_BITS, derive_seed
 
 #: OpenAI's default completion budget when a request names none.
 DEFAULT_MAX_TOKENS = 16
@@ -407,8 +407,8 @@ def build_parser(prog: str = "pettingllm serve") -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """``pettingllm serve MODEL [--port P] ...``: serve until Ctrl-C."""
     from pettingllm_envs.cli.checks import check_at_least, check_model
-    from trainers.config import TrainConfig
-    from trainers.policy import PolicySet
+    from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.models.policy_set import PolicySet
 
     args = build_parser().parse_args(argv)
     check_model(args.model, option="MODEL")  # the positional argument, not an option

@@ -1,11 +1,11 @@
 """The in-process backend: the trained model samples itself (the default, any device).
 
-Sampling is :meth:`trainers.policy.PolicySet.generate`, the project's exact sampler (float64
+Sampling is :meth:`trainers.models.policy_set.PolicySet.generate`, the project's exact sampler (float64
 inverse CDF, the log-prob of every token recorded under the distribution it was drawn from,
 the KV cache of a group's prompt computed once). It reads the live policy, so an update is
 visible to the next call without any copy: :meth:`TransformersGenerator.sync` has nothing to
 do. Per-request seeds make each completion a function of its prompt and seed
-(:func:`trainers.policy.seeded_uniforms`).
+(:func:`trainers.models.policy_set.seeded_uniforms`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainers.config import TrainConfig
+from trainers.algorithms.atgrpo.config import TrainConfig
 from trainers.generation.backends import BACKENDS
 from trainers.generation.protocol import Generation, LogprobSource
-from trainers.policy import PolicySet
+from trainers.models.policy_set import PolicySet
 
 
 class TransformersGenerator:

@@ -10,20 +10,20 @@ adapters merged) into the engine, so the next rollout is on-policy. It implement
 vLLM computes log-probabilities with its own kernels, which differ from the trainer's (in
 the last bits, more in another precision), so the trainer recomputes the "old" log-probs
 with its own model and, by default, corrects for the gap with truncated importance sampling
-(:mod:`trainers.importance_sampling`); the engine is asked for log-probs after temperature
+(:mod:`trainers.maths.importance_sampling`); the engine is asked for log-probs after temperature
 scaling (``logprobs_mode="processed_logprobs"`` where the vLLM version has it), the
 distribution the tokens were drawn from.
 
 Seeds: every (call, prompt, sample) is its own request with its own seed
-(:class:`trainers.seeding.RequestSeeds`), so no two branches or calls share a random stream
+(:class:`trainers.maths.seeding.RequestSeeds`), so no two branches or calls share a random stream
 and a resumed run draws exactly what an uninterrupted one would. Generation stops on every
 id in ``stop_token_ids`` (the union of the tokenizer's eos and the generation config's eos
-ids that the trainer's :class:`~trainers.policy.PolicySet` stops on), so every backend ends a
+ids that the trainer's :class:`~trainers.models.policy_set.PolicySet` stops on), so every backend ends a
 completion at the same tokens.
 
 Prompts reach the engine as token ids (``prompt_token_ids``, from
-:meth:`trainers.policy.PolicySet.encode_prompt`), never as text that vLLM would tokenize
-itself, parsing special-token strings inside messages (:mod:`trainers.generation.chat_tokens`).
+:meth:`trainers.models.policy_set.PolicySet.encode_prompt`), never as text that vLLM would tokenize
+itself, parsing special-token strings inside messages (:mod:`trainers.models.chat_tokens`).
 
 LoRA: a checkpoint of a LoRA run holds adapters only, which vLLM cannot load as a model, so
 the engine starts from the base model and the trainer pushes the merged weights before the
@@ -47,8 +47,8 @@ from trainers.generation.backends import BACKENDS
 from trainers.generation.protocol import BackendUnavailable, Generation, LogprobSource, check_seeds
 
 if TYPE_CHECKING:
-    from trainers.config import TrainConfig
-    from trainers.policy import PolicySet
+    from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.models.policy_set import PolicySet
 
 
 def vllm_available() -> bool:

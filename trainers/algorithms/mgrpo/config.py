@@ -1,12 +1,12 @@
 """M-GRPO's configuration: :class:`MGRPOConfig`, built on the trainers' config machinery.
 
 The fields every trainer shares (the task, the policies, sampling, advantages, the PPO loss
-and update, the run) are :class:`trainers.config.PolicyConfig`'s, so M-GRPO reads
+and update, the run) are :class:`trainers.algorithms.atgrpo.config.PolicyConfig`'s, so M-GRPO reads
 ``eps_low``, ``max_grad_norm``, ``kl_coef``... exactly as AT-GRPO does and feeds the same
-update (:mod:`trainers.update`). The fields below are M-GRPO's own. A config loads from YAML
+update (:mod:`trainers.learning.update`). The fields below are M-GRPO's own. A config loads from YAML
 (``--config run.yaml``) and the command line (``pettingllm train-mgrpo --help``) with the same
 coercion, range checks and one-line errors as ``pettingllm train``
-(:func:`trainers.config.check_field`). Defaults fit a CPU smoke run with the tiny model.
+(:func:`trainers.algorithms.atgrpo.config.check_field`). Defaults fit a CPU smoke run with the tiny model.
 
 References cited below:
 
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from trainers.config import BOUNDS, Bound, ConfigError, PolicyConfig, TrainConfig
-from trainers.mgrpo.alignment import Trim
+from trainers.algorithms.atgrpo.config import BOUNDS, Bound, ConfigError, PolicyConfig, TrainConfig
+from trainers.algorithms.mgrpo.alignment import Trim
 
 Mode = Literal["mgrpo", "frozen_sub", "single"]
 #: Every mode, in the order of :data:`Mode` (the one list of them).
@@ -36,7 +36,7 @@ MODES: tuple[Mode, ...] = typing.get_args(Mode)
 
 @dataclass
 class MGRPOConfig(PolicyConfig):
-    """An M-GRPO run (docs/design.md §6): :class:`~trainers.config.PolicyConfig`'s fields with
+    """An M-GRPO run (docs/design.md §6): :class:`~trainers.algorithms.atgrpo.config.PolicyConfig`'s fields with
     M-GRPO's defaults for ``env``, ``steps`` and ``run_dir``, plus the fields below."""
 
     env: str = "research_v0"
@@ -48,7 +48,7 @@ class MGRPOConfig(PolicyConfig):
     """Training steps: one rollout of every question, then one update per trained policy."""
     run_dir: str = "runs/mgrpo"
     """Where ``config.json``, ``history.jsonl``, ``metrics.jsonl``, the checkpoints and (by default)
-    the SQLite store go (:mod:`trainers.harness`)."""
+    the SQLite store go (:mod:`trainers.harness.run_dir`)."""
     checkpoint_every: int = 50
     """Write a checkpoint every K steps (and after the last step); 0: only after the last step.
     Each side of a two-process run checkpoints its own policy at the same steps."""
@@ -56,7 +56,7 @@ class MGRPOConfig(PolicyConfig):
     """Most recent checkpoints kept on disk (per side)."""
     resume: bool = False
     """Continue the run in ``run_dir`` from its latest checkpoint exactly as if never stopped
-    (the saved config is restored and checked: :mod:`trainers.run_history`)."""
+    (the saved config is restored and checked: :mod:`trainers.harness.run_history`)."""
     overwrite: bool = False
     """Delete what an earlier run left in ``run_dir`` and start again. Without this or ``resume``
     a run dir that holds a run is refused."""
@@ -99,12 +99,12 @@ class MGRPOConfig(PolicyConfig):
     ``unix:///path/redis.sock``); empty: SQLite at ``run_dir/store.db``."""
     run_id: str = ""
     """The store namespace of this run, so runs never read each other's records; both sides
-    must use the same one (:func:`~trainers.mgrpo.train.run_two_process` draws one when empty)."""
+    must use the same one (:func:`~trainers.algorithms.mgrpo.train.run_two_process` draws one when empty)."""
     timeout_s: float = 300.0
-    """How long a side waits for the other before :class:`~trainers.mgrpo.store.StoreTimeout`
+    """How long a side waits for the other before :class:`~trainers.algorithms.mgrpo.store.StoreTimeout`
     (a dead or hung peer is an error, not a hang)."""
     threads: int = 1
-    """torch threads of the sub side's process that :func:`~trainers.mgrpo.train.run_two_process`
+    """torch threads of the sub side's process that :func:`~trainers.algorithms.mgrpo.train.run_two_process`
     spawns (two processes share the machine). Code running in the caller's process (``run_local``,
     the main side) leaves its thread count alone: it is process-wide state (``OMP_NUM_THREADS``
     sets it)."""
@@ -121,8 +121,8 @@ class MGRPOConfig(PolicyConfig):
     }
 
     def validate(self) -> None:
-        """Coerce and check every field (:meth:`~trainers.config.PolicyConfig.check_fields`);
-        raises :class:`~trainers.config.ConfigError`, one line naming the field and what is allowed."""
+        """Coerce and check every field (:meth:`~trainers.algorithms.atgrpo.config.PolicyConfig.check_fields`);
+        raises :class:`~trainers.algorithms.atgrpo.config.ConfigError`, one line naming the field and what is allowed."""
         self.check_fields()
         if not self.model:
             raise ConfigError("model is required: a local model directory (pettingllm tiny-model DIR) or a hub id")

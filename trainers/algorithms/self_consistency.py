@@ -8,7 +8,7 @@ first action of every test problem it reports
 * ``majority``: the accuracy of the answer most of the G chains agree on;
 * ``greedy``: the accuracy of the argmax decode (the policy's "own" answer);
 * ``ensemble``: greedy decoding with the next-token log-probs averaged over the K variant
-  prompts (:func:`trainers.variants.ensemble_generate`), when variants are given.
+  prompts (:func:`trainers.algorithms.variants.ensemble_generate`), when variants are given.
 
 Run it on the initial and on a trained model (``--model RUN/checkpoints/step_K/policies/shared``)
 to compare against the trained policy.
@@ -42,12 +42,12 @@ from pettingzoo import AECEnv
 
 import pettingllm_envs
 from pettingllm_envs.capabilities import Voting, capability
-from trainers.config import DEFAULT_PROMPT_VARIANTS, TrainConfig
+from trainers.algorithms.atgrpo.config import DEFAULT_PROMPT_VARIANTS, TrainConfig
 from trainers.generation import Generator, build_generator
 from trainers.generation.transformers_backend import TransformersGenerator
-from trainers.policy import PolicySet
-from trainers.rollout import agent_prompt, episode_success
-from trainers.variants import condition, ensemble_generate
+from trainers.models.policy_set import PolicySet
+from trainers.rollout.episodes import agent_prompt, episode_success
+from trainers.algorithms.variants import condition, ensemble_generate
 
 # ------------------------------------------------------------------ voting (pure)
 
@@ -221,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":  # ``python -m trainers.self_consistency`` is ``pettingllm self-consistency``
+if __name__ == "__main__":  # ``python -m trainers.algorithms.self_consistency`` is ``pettingllm self-consistency``
     from pettingllm_envs.cli import main as cli_main
 
     sys.exit(cli_main(["self-consistency", *sys.argv[1:]]))

@@ -2,7 +2,7 @@
 
 :class:`PolicyConfig` holds the fields every trainer shares (the task, the policies,
 sampling, advantages, the PPO loss and update, the run); :class:`TrainConfig` (AT-GRPO) and
-:class:`~trainers.mgrpo.config.MGRPOConfig` extend it. :func:`check_field`,
+:class:`~trainers.algorithms.mgrpo.config.MGRPOConfig` extend it. :func:`check_field`,
 :func:`build_parser`, :func:`load_config` and :func:`config_from_args` work on any of them
 (types from the annotations, ranges from the class's ``bounds``), so every command checks its
 options, from YAML or the command line, with the same rules and one-line errors.
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
 from pettingllm_envs.cli.options import bool_word
-from trainers.advantages import GroupBy, Normalize  # their one definition, with the maths
+from trainers.maths.advantages import GroupBy, Normalize  # their one definition, with the maths
 from trainers.generation.backends import BACKENDS, backend
 
 RolloutMode = Literal["tree", "independent"]
@@ -60,8 +60,8 @@ DEFAULT_PROMPT_VARIANTS = ("set up an equation", "estimate and check", "work bac
 @dataclass
 class PolicyConfig:
     """What every trainer of this package configures alike: the task, the policies, how they
-    sample, group advantages, the PPO-clip loss and update (:mod:`trainers.update`) and the run.
-    :class:`TrainConfig` (AT-GRPO) and M-GRPO's :class:`~trainers.mgrpo.config.MGRPOConfig` add
+    sample, group advantages, the PPO-clip loss and update (:mod:`trainers.learning.update`) and the run.
+    :class:`TrainConfig` (AT-GRPO) and M-GRPO's :class:`~trainers.algorithms.mgrpo.config.MGRPOConfig` add
     their own fields; :func:`check_field`, :func:`build_parser` and :func:`load_config` serve
     every subclass."""
 
@@ -115,7 +115,7 @@ class PolicyConfig:
     """Completion budget per action. Small by default so a CPU smoke run finishes in seconds."""
     max_prompt_tokens: int = 4096
     """Prompts longer than this lose the middle of their history, never the system message, the
-    chat template's framing or the latest turn (:meth:`trainers.policy.PolicySet.encode_prompt`);
+    chat template's framing or the latest turn (:meth:`trainers.models.policy_set.PolicySet.encode_prompt`);
     such samples carry ``prompt_truncated`` (the env already cuts very long observations)."""
 
     # -------------------------------------------------------- advantages
@@ -161,7 +161,7 @@ class PolicyConfig:
     steps: int = 100
     """Training steps (one rollout + one update per step)."""
     seed: int = 0
-    """Seeds python, numpy and torch (:func:`trainers.seeding.seed_everything`): a run repeats
+    """Seeds python, numpy and torch (:func:`trainers.maths.seeding.seed_everything`): a run repeats
     exactly under the same seed and config; with ``resume`` the RNG states come from the checkpoint."""
     run_dir: str = "runs/at_grpo"
     """Where ``metrics.jsonl``, TensorBoard events, checkpoints and plots go."""
@@ -204,7 +204,7 @@ class TrainConfig(PolicyConfig):
 
     prompt_variants: list[str] = field(default_factory=lambda: list(DEFAULT_PROMPT_VARIANTS))
     """Read only by the prompt-conditioned trainer (``pettingllm train-variants``,
-    :mod:`trainers.variants`): K instructions that condition the G first-turn rollouts of each
+    :mod:`trainers.algorithms.variants`): K instructions that condition the G first-turn rollouts of each
     question round-robin (rollout i gets variant i mod K) on one shared model. The advantage group
     stays the whole question (all variants together), so the model learns which strategy works.
     An empty list (``--prompt-variants '[]'``) is the temperature-only baseline at the same budget."""
@@ -262,7 +262,7 @@ class TrainConfig(PolicyConfig):
     """Share of GPU memory the vLLM engine may take; the rest stays for training."""
     importance_sampling: ImportanceSampling = "auto"
     """Correction for the generation engine's log-probs differing from the trainer's
-    (:mod:`trainers.importance_sampling`): ``truncated`` weighs every token's policy-gradient
+    (:mod:`trainers.maths.importance_sampling`): ``truncated`` weighs every token's policy-gradient
     term by ``min(exp(logp_trainer - logp_engine), tis_cap)`` (truncated IS, Yao et al. 2025,
     "Your efficient RL framework secretly brings you off-policy RL training"); ``none`` does
     not; ``auto`` is ``truncated`` with the vLLM backend (different kernels, often another

@@ -1,12 +1,12 @@
 """The run harness every trainer shares: the run dir, checkpoints, resume, logs, evaluation schedule.
 
 A run lives in one directory. What this module guarantees, for AT-GRPO's
-:class:`~trainers.train.Trainer` (and the trainers built on it) and for M-GRPO alike:
+:class:`~trainers.algorithms.atgrpo.train.Trainer` (and the trainers built on it) and for M-GRPO alike:
 
 * **No run is overwritten by accident** (:func:`check_run_dir`): a run dir that holds files
   needs ``resume`` (continue it) or ``overwrite`` (delete it, :func:`start_logs`).
 * **The run dir is the run's source of truth**: ``config.json`` and ``history.jsonl``
-  (:mod:`trainers.run_history`: ``--resume`` restores the saved config and refuses options
+  (:mod:`trainers.harness.run_history`: ``--resume`` restores the saved config and refuses options
   that contradict it).
 * **Checkpoints are atomic** (:class:`Checkpoints`): a checkpoint is written into a temporary
   directory, fsynced, renamed into place, and only then pointed to by ``latest``; a crash at
@@ -34,8 +34,8 @@ from typing import Any
 
 import torch
 
-from trainers.config import ConfigError
-from trainers.seeding import rng_state, set_rng_state
+from trainers.algorithms.atgrpo.config import ConfigError
+from trainers.maths.seeding import rng_state, set_rng_state
 
 METRICS = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
@@ -190,7 +190,7 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
 
 def save_training_state(folder: Path, policy_sets: Sequence[Any], state: dict[str, Any]) -> None:
     """Write what continues a run exactly into ``folder``: every policy of ``policy_sets``
-    (:class:`~trainers.policy.PolicySet` or alike: ``save``, ``optimizer_state``) under
+    (:class:`~trainers.models.policy_set.PolicySet` or alike: ``save``, ``optimizer_state``) under
     ``policies/<name>/``, their optimiser states, every global RNG state and ``state``
     (with the step)."""
     optimizers: dict[str, Any] = {}

@@ -1,6 +1,6 @@
 """``pettingllm train-ray``: AT-GRPO training on Ray actors (docs/scaling.md).
 
-Every ``pettingllm train`` option works unchanged (the run's :class:`~trainers.config.TrainConfig`);
+Every ``pettingllm train`` option works unchanged (the run's :class:`~trainers.algorithms.atgrpo.config.TrainConfig`);
 the layout comes from ``--distributed FILE.yaml`` (a mapping of
 :class:`~trainers.distributed.config.DistributedConfig` fields) and one ``--<field>`` option per
 field, which override the file::
@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pettingllm_envs.cli.plugins import Command
 from pettingllm_envs.extras import extra_hint
-from trainers.commands import MODEL_LIBRARIES
+from trainers.cli.commands import MODEL_LIBRARIES
 
 PROG = "pettingllm train-ray"
 DESCRIPTION = ("Train LLM policies with AT-GRPO on Ray actors: rollout workers, generation engines and "
@@ -47,7 +47,7 @@ def add_distributed_options(parser: argparse.ArgumentParser) -> None:
 
 def build_train_ray_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """Every option of ``pettingllm train`` plus the layout's (for ``--help`` and tools)."""
-    from trainers.config import build_parser
+    from trainers.algorithms.atgrpo.config import build_parser
 
     parser = build_parser(prog, DESCRIPTION)
     add_distributed_options(parser)
@@ -55,11 +55,11 @@ def build_train_ray_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 def parse(argv: Sequence[str]) -> tuple[Any, Any]:
-    """The run's validated :class:`~trainers.config.TrainConfig` and
+    """The run's validated :class:`~trainers.algorithms.atgrpo.config.TrainConfig` and
     :class:`~trainers.distributed.config.DistributedConfig`."""
     from pettingllm_envs.cli.errors import ArgumentParser
     from trainers.distributed.config import distributed_config
-    from trainers.run_history import load_run_config
+    from trainers.harness.run_history import load_run_config
 
     layout_parser = ArgumentParser(prog=PROG, add_help=False)
     add_distributed_options(layout_parser)
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_env_config(config.env, config.env_kwargs)
     check_model(config.model)
     from trainers.distributed.trainer import DistributedTrainer
-    from trainers.train import run
+    from trainers.algorithms.atgrpo.train import run
 
     with DistributedTrainer(config, layout) as trainer:
         return run(trainer, "train-ray", f"rollout_workers={layout.rollout_workers} "
@@ -90,8 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 #: The plug-in: entry point ``train-ray`` of the group ``pettingllm.commands`` (pyproject.toml).
 TRAIN_RAY = Command(summary="AT-GRPO on Ray actors: rollout workers, generation engines, data-parallel training "
                             "groups (docs/scaling.md)",
-                    parser="trainers.distributed.command:build_train_ray_parser",
-                    main="trainers.distributed.command:main", needs=(*MODEL_LIBRARIES, "ray"),
+                    parser="trainers.cli.train_ray:build_train_ray_parser",
+                    main="trainers.cli.train_ray:main", needs=(*MODEL_LIBRARIES, "ray"),
                     needs_hint=extra_hint("train", "ray"),
                     loads_models=True,
-                    user_errors=("trainers.config:ConfigError", "trainers.distributed.cluster:ActorFailed"))
+                    user_errors=("trainers.algorithms.atgrpo.config:ConfigError", "trainers.distributed.cluster:ActorFailed"))

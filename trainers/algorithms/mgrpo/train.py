@@ -1,6 +1,6 @@
 """M-GRPO training: main and sub as separate policies, optionally in separate processes.
 
-``mode`` selects what is trained (:class:`~trainers.mgrpo.config.MGRPOConfig`, the comparison
+``mode`` selects what is trained (:class:`~trainers.algorithms.mgrpo.config.MGRPOConfig`, the comparison
 of ``benchmarks/mgrpo_comparison.py``):
 
 * ``mgrpo``: main and sub are separate models; the main agent learns from its per-question
@@ -12,8 +12,8 @@ of ``benchmarks/mgrpo_comparison.py``):
 The env names its main agent and sub-agent through its
 :class:`~pettingllm_envs.capabilities.Delegation` capability (:func:`env_delegation`, checked
 before a model loads). Every policy is updated by the trainers' one PPO update
-(:func:`trainers.update.ppo_update`, the same rules, settings and old log-probs as AT-GRPO's
-``Trainer``), and a step's ``metrics.jsonl`` line uses :mod:`trainers.metrics`' names, with
+(:func:`trainers.learning.update.ppo_update`, the same rules, settings and old log-probs as AT-GRPO's
+``Trainer``), and a step's ``metrics.jsonl`` line uses :mod:`trainers.learning.metrics`' names, with
 ``<level>`` ``main`` / ``sub`` (or ``shared``; ``reward/agent/<role>`` uses the env's role
 names), plus M-GRPO's own: ``reward/main`` (mean final reward of the main agent per
 rollout), ``reward/sub`` (mean delegation reward),
@@ -26,10 +26,10 @@ side serves the main side's delegations like a remote tool (prompts in, action t
 through the store: the inference channel), and for training the two exchange only scalar
 records keyed by ``(step, question, rollout)``: each rollout's outcome (main reward,
 correctness, per-delegation rewards, which delegation each sub action served) and each
-side's batch and update statistics. ``python -m trainers.mgrpo.train --role main|sub`` runs
+side's batch and update statistics. ``python -m trainers.algorithms.mgrpo.train --role main|sub`` runs
 one side, e.g. on two machines sharing a Redis store.
 
-Every run has the run harness's guarantees (:mod:`trainers.harness`, :mod:`trainers.mgrpo.run`):
+Every run has the run harness's guarantees (:mod:`trainers.harness.run_dir`, :mod:`trainers.algorithms.mgrpo.run`):
 an earlier run in ``run_dir`` is refused without ``--resume`` or ``--overwrite``, ``--resume``
 restores and checks the saved config and continues exactly from the latest checkpoint (both
 sides of a two-process run from the same step), and ``metrics.jsonl`` is appended to.
@@ -56,10 +56,10 @@ import pettingllm_envs
 from pettingllm_envs.capabilities import Delegation, MissingCapability, capability
 from pettingllm_envs.cli.checks import check_env_config, check_model
 from pettingllm_envs.cli.errors import UsageError
-from trainers.config import ConfigError
-from trainers.config import build_parser as config_parser
+from trainers.algorithms.atgrpo.config import ConfigError
+from trainers.algorithms.atgrpo.config import build_parser as config_parser
 from trainers.generation import build_generator
-from trainers.harness import (
+from trainers.harness.run_dir import (
     METRICS,
     Checkpoints,
     append_jsonl,
@@ -68,17 +68,17 @@ from trainers.harness import (
     restore_training_state,
     save_training_state,
 )
-from trainers.metrics import action_reward_metrics, group_metrics, update_metrics
-from trainers.mgrpo.alignment import BatchStats, PolicySample, main_batch, single_agent_batch, sub_batch
-from trainers.mgrpo.config import MODES, MGRPOConfig
-from trainers.mgrpo.rollout import HierarchicalRollout, Key, Outcome, hierarchical_rollout
-from trainers.mgrpo.run import RunStart, commit_start, fresh_namespace, open_run, resume_step, side_checkpoints
-from trainers.mgrpo.store import Store, open_store
-from trainers.policy import Generation, PolicySet
-from trainers.rollout import Messages
-from trainers.run_history import run_config_from_args
-from trainers.seeding import derive_seed, seed_everything
-from trainers.update import UpdateSettings, UpdateStats, ppo_update
+from trainers.learning.metrics import action_reward_metrics, group_metrics, update_metrics
+from trainers.algorithms.mgrpo.alignment import BatchStats, PolicySample, main_batch, single_agent_batch, sub_batch
+from trainers.algorithms.mgrpo.config import MODES, MGRPOConfig
+from trainers.algorithms.mgrpo.rollout import HierarchicalRollout, Key, Outcome, hierarchical_rollout
+from trainers.algorithms.mgrpo.run import RunStart, commit_start, fresh_namespace, open_run, resume_step, side_checkpoints
+from trainers.algorithms.mgrpo.store import Store, open_store
+from trainers.models.policy_set import Generation, PolicySet
+from trainers.rollout.episodes import Messages
+from trainers.harness.run_history import run_config_from_args
+from trainers.maths.seeding import derive_seed, seed_everything
+from trainers.learning.update import UpdateSettings, UpdateStats, ppo_update
 
 
 @dataclass
@@ -111,7 +111,7 @@ class RolePolicy:
         return [Action(g, self.cfg.prefill.get(agent, "") + g.text) for g in generations]
 
     def update(self, batch: Sequence[PolicySample]) -> UpdateStats:
-        """The trainers' PPO update (:func:`trainers.update.ppo_update`) on a level's batch."""
+        """The trainers' PPO update (:func:`trainers.learning.update.ppo_update`) on a level's batch."""
         samples = [dataclasses.replace(s, completion=s.completion.generation) for s in batch]
         stats = ppo_update(self.policies, self.name, samples, UpdateSettings.from_config(self.cfg))
         if stats.samples:
@@ -125,7 +125,7 @@ def env_delegation(cfg: MGRPOConfig) -> Delegation:
     """The env's :class:`~pettingllm_envs.capabilities.Delegation`, checked against its roles and
     ``prefill``: a run on an env without it fails here, at its start, with one message naming
     what is missing (:class:`~pettingllm_envs.capabilities.MissingCapability` or
-    :class:`~trainers.config.ConfigError`), never with a ``KeyError`` after a whole rollout."""
+    :class:`~trainers.algorithms.atgrpo.config.ConfigError`), never with a ``KeyError`` after a whole rollout."""
     declared = capability(cfg.env, Delegation)
     env = pettingllm_envs.make(cfg.env, **cfg.env_kwargs)
     roles = list(env.possible_agents)
@@ -344,7 +344,7 @@ def run_sub_side(cfg: MGRPOConfig, run_start: RunStart | None = None) -> None:
     """The sub side of :func:`run_two_process`: serves delegations, then learns from the
     outcomes the main side posts; posts its batch and update statistics. ``run_start``: the
     main side's (:func:`run_two_process`); without it (``--role sub``) this side derives the
-    same step and namespace from the run dir and the run id (:func:`trainers.mgrpo.run.open_run`)."""
+    same step and namespace from the run dir and the run id (:func:`trainers.algorithms.mgrpo.run.open_run`)."""
     cfg.validate()
     delegation = env_delegation(cfg)
     if run_start is None:
@@ -425,7 +425,7 @@ DESCRIPTION = __doc__.split("\n")[0] + " (docs/design.md §6)"
 def build_parser(prog: str = "pettingllm train-mgrpo") -> argparse.ArgumentParser:
     """``--role``, ``--config FILE.yaml`` and one ``--field-name VALUE`` option per
     :class:`MGRPOConfig` field, ``--resume`` and ``--overwrite`` among them
-    (:func:`trainers.config.build_parser`: the same checks and errors as ``pettingllm train``)."""
+    (:func:`trainers.algorithms.atgrpo.config.build_parser`: the same checks and errors as ``pettingllm train``)."""
     parser = config_parser(prog, DESCRIPTION, cls=MGRPOConfig)
     parser.add_argument("--role", choices=ROLES_OF_A_RUN, default="both",
                         help="both: the two sides as two processes here; main / sub: one side (start each with "
@@ -436,7 +436,7 @@ def build_parser(prog: str = "pettingllm train-mgrpo") -> argparse.ArgumentParse
 
 
 def _interrupted(cfg: MGRPOConfig, role: str) -> str:
-    """:func:`trainers.harness.interruption_note` for an M-GRPO run (the main or local side's
+    """:func:`trainers.harness.run_dir.interruption_note` for an M-GRPO run (the main or local side's
     checkpoint: the step a resume continues from at most)."""
     metrics = Path(cfg.run_dir) / METRICS
     logged = len(metrics.read_text().splitlines()) if metrics.exists() else 0
@@ -482,7 +482,7 @@ __all__ = ["MODES", "MGRPOConfig", "RolePolicy", "env_delegation", "main", "run_
            "run_sub_side", "run_two_process", "step_metrics"]
 
 
-if __name__ == "__main__":  # ``python -m trainers.mgrpo.train`` is ``pettingllm train-mgrpo``
+if __name__ == "__main__":  # ``python -m trainers.algorithms.mgrpo.train`` is ``pettingllm train-mgrpo``
     from pettingllm_envs.cli import main as cli_main
 
     raise SystemExit(cli_main(["train-mgrpo", *sys.argv[1:]]))

@@ -25,19 +25,19 @@ MODEL_LIBRARIES = ("torch", "transformers")
 
 def _model_command(summary: str, parser: str, main: str) -> Command:
     return Command(summary=summary, parser=parser, main=main, needs=MODEL_LIBRARIES, needs_hint=TRAIN_EXTRA,
-                   loads_models=True, user_errors=("trainers.config:ConfigError",))
+                   loads_models=True, user_errors=("trainers.algorithms.atgrpo.config:ConfigError",))
 
 
 TRAIN = _model_command("train LLM policies on an env with AT-GRPO (tree rollouts, per-turn groups)",
-                       "trainers.config:build_parser", "trainers.train:main")
+                       "trainers.algorithms.atgrpo.config:build_parser", "trainers.algorithms.atgrpo.train:main")
 TRAIN_VARIANTS = _model_command("train the first role's first answer with K prompt variants per question on one "
                                 "shared model (--prompt-variants '[]': the temperature-only baseline)",
-                                "trainers.variants:build_parser", "trainers.variants:main")
+                                "trainers.algorithms.variants:build_parser", "trainers.algorithms.variants:main")
 TRAIN_MGRPO = _model_command("M-GRPO on research_v0: main and sub-agent as separate policies, optionally in two "
-                             "processes or on two machines", "trainers.mgrpo.train:build_parser",
-                             "trainers.mgrpo.train:main")
+                             "processes or on two machines", "trainers.algorithms.mgrpo.train:build_parser",
+                             "trainers.algorithms.mgrpo.train:main")
 SELF_CONSISTENCY = _model_command("evaluate a model: single-sample, majority-of-G, greedy and ensemble accuracy",
-                                  "trainers.self_consistency:build_parser", "trainers.self_consistency:main")
+                                  "trainers.algorithms.self_consistency:build_parser", "trainers.algorithms.self_consistency:main")
 SERVE = _model_command("serve a model folder with the trainer's sampler behind an OpenAI-compatible API",
                        "trainers.generation.server:build_parser", "trainers.generation.server:main")
 
@@ -56,7 +56,7 @@ def tiny_model_parser(prog: str = "pettingllm tiny-model") -> argparse.ArgumentP
 def tiny_model_main(argv: Sequence[str]) -> int:
     """``pettingllm tiny-model OUT_DIR [--seed S]``."""
     args = tiny_model_parser().parse_args(argv)
-    from trainers.tiny_model import write_tiny_model
+    from trainers.models.tiny_model import write_tiny_model
 
     path = write_tiny_model(args.out_dir, seed=args.seed)
     print(f"wrote a tiny byte-level causal LM and tokenizer to {path} (random weights: for smoke runs and tests)")
@@ -64,7 +64,7 @@ def tiny_model_main(argv: Sequence[str]) -> int:
 
 
 TINY_MODEL = Command(summary="write a tiny offline byte-level causal LM + tokenizer (no download)",
-                     parser="trainers.commands:tiny_model_parser", main="trainers.commands:tiny_model_main",
+                     parser="trainers.cli.commands:tiny_model_parser", main="trainers.cli.commands:tiny_model_main",
                      needs=MODEL_LIBRARIES, needs_hint=TRAIN_EXTRA, loads_models=True)
 
 
@@ -86,7 +86,7 @@ def plot_main(argv: Sequence[str]) -> int:
         what = "does not exist" if not Path(args.run_dir).exists() else "has no metrics.jsonl"
         raise UsageError(f"{args.run_dir} {what}: give the --run-dir of a training run that finished a step")
     require(["matplotlib"], TRAIN_EXTRA)
-    from trainers.plot import plot_run
+    from trainers.harness.plot import plot_run
 
     try:
         paths = plot_run(args.run_dir, out=args.out)
@@ -97,8 +97,8 @@ def plot_main(argv: Sequence[str]) -> int:
     return 0
 
 
-PLOT = Command(summary="draw a training run's metric curves to PNG", parser="trainers.commands:plot_parser",
-               main="trainers.commands:plot_main")
+PLOT = Command(summary="draw a training run's metric curves to PNG", parser="trainers.cli.commands:plot_parser",
+               main="trainers.cli.commands:plot_main")
 
 __all__ = ["MODEL_LIBRARIES", "PLOT", "SELF_CONSISTENCY", "SERVE", "TINY_MODEL", "TRAIN", "TRAIN_EXTRA", "TRAIN_MGRPO",
            "TRAIN_VARIANTS"]

@@ -19,7 +19,7 @@ How each trap of the reference implementation is avoided, by construction:
    fresh deep copies of S *after* the previous agent's selection; each reward is read from
    the branch its completion was applied to.
 3. *Groups mixing problems*: every sample carries its problem id, and every group key
-   contains it (:mod:`trainers.advantages`).
+   contains it (:mod:`trainers.maths.advantages`).
 4. *Same-turn blindness*: agents act one at a time on the live state; the env builds a
    later agent's observation after the earlier agent's action has been applied.
 
@@ -45,7 +45,7 @@ from typing import Any, Protocol
 
 from pettingzoo import AECEnv
 
-from trainers.config import Selection
+from trainers.algorithms.atgrpo.config import Selection
 
 Messages = list[dict[str, str]]
 
@@ -93,7 +93,7 @@ class Sample:
     @property
     def prompt_truncated(self) -> bool:
         """The prompt lost part of its history to ``max_prompt_tokens`` (the trainer's sampler
-        sets it on the completion, :meth:`trainers.policy.PolicySet.encode_prompt`)."""
+        sets it on the completion, :meth:`trainers.models.policy_set.PolicySet.encode_prompt`)."""
         return bool(getattr(self.completion, "prompt_truncated", False))
 
 

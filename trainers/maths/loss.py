@@ -72,7 +72,7 @@ def ppo_clip_loss(
     """PPO-clip surrogate per token, ``-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)`` with
     ``r = exp(logp - old_logp)`` and the sequence's advantage ``A`` on each of its tokens,
     multiplied by ``token_weights`` when given (constant ``[B, T]`` importance weights, e.g.
-    :func:`trainers.importance_sampling.truncated_is_weights`; the KL term is not weighted),
+    :func:`trainers.maths.importance_sampling.truncated_is_weights`; the KL term is not weighted),
     plus ``kl_coef * k3`` when a reference is given; aggregated as :func:`aggregate`."""
     mask = mask.to(logp.dtype)
     ratio = torch.exp(logp - old_logp)

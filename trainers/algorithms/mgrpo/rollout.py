@@ -25,7 +25,7 @@ from typing import Any
 from pettingzoo import AECEnv
 
 from pettingllm_envs.capabilities import Delegation
-from trainers.rollout import (
+from trainers.rollout.episodes import (
     Completion,
     Messages,
     acting_reward,
@@ -63,7 +63,7 @@ class Outcome:
 
     main_reward: float
     """What the env paid the main agent over the rollout, less shared team credit
-    (:func:`trainers.rollout.bystander_credit`): its answer's a1 * format + a2 * correct plus the
+    (:func:`trainers.rollout.episodes.bystander_credit`): its answer's a1 * format + a2 * correct plus the
     penalties of its invalid actions, so a malformed step before a right answer costs it."""
     correct: bool
     delegation_rewards: list[float]

@@ -40,7 +40,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from trainers.update import UpdateStats
+from trainers.learning.update import UpdateStats
 
 
 def update_metrics(stats: Mapping[str, UpdateStats]) -> dict[str, float]:

@@ -57,8 +57,8 @@ try:  # transformers >= 4.54 keeps one object per layer in its caches
 except ImportError:  # older caches are lists of tensors: reserve_cache leaves them alone
     DynamicLayer = object
 
-from trainers.config import TrainConfig
-from trainers.generation.chat_tokens import encode_chat, encode_plain
+from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.models.chat_tokens import encode_chat, encode_plain
 from trainers.generation.protocol import Generation, check_seeds
 
 #: The name of the model's KV-cache argument and output field: transformers 5 renamed it from
@@ -96,11 +96,11 @@ def stop_token_ids(tokenizer: Any, generation_config: Any = None) -> list[int]:
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` picks cuda when available. A CUDA device that is not there is a
-    :class:`~trainers.config.ConfigError` (one line), not torch's assertion deep in a model load."""
+    :class:`~trainers.algorithms.atgrpo.config.ConfigError` (one line), not torch's assertion deep in a model load."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        from trainers.config import ConfigError
+        from trainers.algorithms.atgrpo.config import ConfigError
 
         reason = "this torch build has no CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
         raise ConfigError(f"config field 'device': got {name!r}, but {reason}; allowed here: cpu or auto")
@@ -438,7 +438,7 @@ class PolicySet:
         with), so templates that demand alternating roles still render. Only if the system
         message alone does not fit are the middle tokens of the rendered prompt cut (the
         marker in their place). ``truncated`` says whether anything was cut. A message's content
-        never becomes a control token (:mod:`trainers.generation.chat_tokens`)."""
+        never becomes a control token (:mod:`trainers.models.chat_tokens`)."""
         budget = self.config.max_prompt_tokens
         text, ids = self._encode(messages)
         if len(ids) <= budget:

@@ -5,7 +5,7 @@ directory and (with ``resume``) the checkpoint; :meth:`Trainer.train_step` does 
 :meth:`Trainer.update` is the micro-batched, gradient-accumulated, clipped PPO update of
 one policy with the samples of the roles it plays; :meth:`Trainer.save_checkpoint` writes
 everything needed to continue bit-for-bit. The run dir, checkpoints, resume, logs and the
-evaluation schedule are the run harness's (:mod:`trainers.harness`), shared with M-GRPO.
+evaluation schedule are the run harness's (:mod:`trainers.harness.run_dir`), shared with M-GRPO.
 
 ``pettingllm train --env plan_path_v0 --model DIR --steps 2 --run-dir RUN`` runs it.
 """
@@ -27,11 +27,11 @@ import torch
 
 import pettingllm_envs
 from pettingllm_envs.cli.checks import check_env_config, check_model
-from trainers.advantages import group_advantages, group_key
-from trainers.config import TrainConfig
-from trainers.evaluation import evaluation_metrics
+from trainers.maths.advantages import group_advantages, group_key
+from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.maths.evaluation import evaluation_metrics
 from trainers.generation import Generation, Generator, build_generator
-from trainers.harness import (
+from trainers.harness.run_dir import (
     CHECKPOINTS,
     METRICS,
     Checkpoints,
@@ -44,10 +44,10 @@ from trainers.harness import (
     save_training_state,
     start_logs,
 )
-from trainers.harness import interruption_note as harness_interruption_note
-from trainers.metrics import action_reward_metrics, group_metrics, update_metrics
-from trainers.policy import PolicySet
-from trainers.rollout import (
+from trainers.harness.run_dir import interruption_note as harness_interruption_note
+from trainers.learning.metrics import action_reward_metrics, group_metrics, update_metrics
+from trainers.models.policy_set import PolicySet
+from trainers.rollout.episodes import (
     LocalTree,
     Messages,
     RolloutResult,
@@ -56,9 +56,9 @@ from trainers.rollout import (
     drive_tree,
     independent_rollout,
 )
-from trainers.run_history import check_resume, load_run_config, record_start
-from trainers.seeding import RequestSeeds, derive_seed, isolated_rng, seed_everything
-from trainers.update import UpdateSettings, UpdateStats, ppo_update
+from trainers.harness.run_history import check_resume, load_run_config, record_start
+from trainers.maths.seeding import RequestSeeds, derive_seed, isolated_rng, seed_everything
+from trainers.learning.update import UpdateSettings, UpdateStats, ppo_update
 
 
 def reward_metrics(samples: Sequence[Sample], successes: Sequence[bool],
@@ -165,7 +165,7 @@ class Trainer:
         return independent_rollout(self.make_env, problems, cfg.n_samples, self.sampler, split=cfg.split)
 
     def evaluate(self) -> dict[str, float]:
-        """The current policy on ``eval_problems`` held-out problems (:mod:`trainers.evaluation`):
+        """The current policy on ``eval_problems`` held-out problems (:mod:`trainers.maths.evaluation`):
         one independent episode each, sampled at the training temperature, in an RNG stream of
         its own (seeded by the run's seed and step), so evaluating changes nothing else."""
         cfg = self.config
@@ -222,7 +222,7 @@ class Trainer:
         return {name: self.update(name, samples) for name in self.policies.names}
 
     def update(self, name: str, samples: Sequence[Sample]) -> UpdateStats:
-        """The PPO-clip update (:func:`trainers.update.ppo_update`) of policy ``name`` on the
+        """The PPO-clip update (:func:`trainers.learning.update.ppo_update`) of policy ``name`` on the
         samples of the roles it plays."""
         own = [s for s in samples if self.policies.role_to_policy[s.agent] == name]
         out = ppo_update(self.policies, name, own, UpdateSettings.from_config(self.config))
@@ -260,7 +260,7 @@ class Trainer:
         return self.checkpoints.latest()
 
     def save_checkpoint(self) -> Path:
-        """Write ``checkpoints/step_K`` atomically (:class:`trainers.harness.Checkpoints`): a
+        """Write ``checkpoints/step_K`` atomically (:class:`trainers.harness.run_dir.Checkpoints`): a
         crash at any moment leaves the previous checkpoint intact and pointed to."""
         state = {"step": self.step, "request_seeds": self.request_seeds.state_dict(), "config": asdict(self.config)}
         return self.checkpoints.save(self.step, lambda folder: save_training_state(folder, [self.policies], state))
@@ -303,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def interruption_note(trainer: Trainer, command: str) -> str:
-    """:func:`trainers.harness.interruption_note` for ``trainer``'s run."""
+    """:func:`trainers.harness.run_dir.interruption_note` for ``trainer``'s run."""
     return harness_interruption_note(trainer.latest_checkpoint(), step=trainer.step, steps=trainer.config.steps,
                                      run_dir=trainer.run_dir, command=command)
 

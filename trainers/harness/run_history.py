@@ -15,8 +15,8 @@ configuration, ``history.jsonl`` one record per start of it.
   ``history.jsonl``; ``config.json`` is written when the run starts and afterwards only to
   take in changes of :data:`MAY_CHANGE`, so it always describes the steps that ran.
 
-The same rules hold for every trainer of the run harness (:mod:`trainers.harness`): those
-built on :class:`trainers.train.Trainer` (``train``, ``train-variants``, ``train-ray``) and
+The same rules hold for every trainer of the run harness (:mod:`trainers.harness.run_dir`): those
+built on :class:`trainers.algorithms.atgrpo.train.Trainer` (``train``, ``train-variants``, ``train-ray``) and
 M-GRPO (``train-mgrpo``), through :func:`check_resume` and :func:`record_start`.
 """
 
@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainers.config import ConfigError, TrainConfig, build_parser, check_field, config_from_args
+from trainers.algorithms.atgrpo.config import ConfigError, TrainConfig, build_parser, check_field, config_from_args
 
 CONFIG = "config.json"
 HISTORY = "history.jsonl"
@@ -138,7 +138,7 @@ def _given(args: dict[str, Any]) -> dict[str, Any]:
 
 def load_run_config(argv: Sequence[str] | None = None, *, prog: str = "pettingllm train",
                     description: str = "Train LLM policies on an env with AT-GRPO.", cls: type = TrainConfig) -> Any:
-    """:func:`trainers.config.load_config` for a command that runs in a run dir: with
+    """:func:`trainers.algorithms.atgrpo.config.load_config` for a command that runs in a run dir: with
     ``--resume``, defaults < the run's ``config.json`` < ``--config`` YAML < options, and an
     option that contradicts the run is refused, naming it (see the module docstring)."""
     args = vars(build_parser(prog, description, cls).parse_args(list(argv or [])))
@@ -147,7 +147,7 @@ def load_run_config(argv: Sequence[str] | None = None, *, prog: str = "pettingll
 
 def run_config_from_args(args: dict[str, Any], *, prog: str, cls: type) -> Any:
     """:func:`load_run_config` on options already parsed (``args``: the fields of ``cls`` a
-    :func:`trainers.config.build_parser` parser read, a command's own flags taken out)."""
+    :func:`trainers.algorithms.atgrpo.config.build_parser` parser read, a command's own flags taken out)."""
     given = _given(args)
     if not check_field("resume", given.get("resume", False), cls):
         return config_from_args(args, cls=cls, prog=prog)

@@ -33,10 +33,10 @@ import torch.nn.functional as F
 from pettingzoo import AECEnv
 
 from pettingllm_envs.cli.checks import check_env_config, check_model
-from trainers.config import build_parser as config_parser
+from trainers.algorithms.atgrpo.config import build_parser as config_parser
 from trainers.generation import Generator
-from trainers.policy import KV_CACHE_FIELD, Generation, PolicySet, left_pad, positions_from_mask
-from trainers.rollout import (
+from trainers.models.policy_set import KV_CACHE_FIELD, Generation, PolicySet, left_pad, positions_from_mask
+from trainers.rollout.episodes import (
     Messages,
     RolloutResult,
     Sample,
@@ -46,8 +46,8 @@ from trainers.rollout import (
     bystander_credit,
     episode_success,
 )
-from trainers.run_history import load_run_config
-from trainers.train import METRICS, Trainer, interruption_note
+from trainers.harness.run_history import load_run_config
+from trainers.algorithms.atgrpo.train import METRICS, Trainer, interruption_note
 
 
 @dataclass
@@ -78,7 +78,7 @@ def round_robin(n: int, k: int) -> list[int]:
 
 
 class VariantSampler:
-    """A rollout sampler (:data:`trainers.rollout.Sampler`) that conditions the n completions
+    """A rollout sampler (:data:`trainers.rollout.episodes.Sampler`) that conditions the n completions
     of every prompt on the variants round-robin, all prompts x n in one batched call. With no
     variants it samples n completions of the unconditioned prompt (the temperature baseline)."""
 

@@ -2,9 +2,9 @@
 
 :func:`ppo_update` takes the policy set, the name of the policy to update, its samples
 (anything with ``completion``, ``advantage`` and ``degenerate``: AT-GRPO's
-:class:`~trainers.rollout.Sample`, M-GRPO's :class:`~trainers.mgrpo.alignment.PolicySample`)
+:class:`~trainers.rollout.episodes.Sample`, M-GRPO's :class:`~trainers.algorithms.mgrpo.alignment.PolicySample`)
 and :class:`UpdateSettings`, and returns :class:`UpdateStats` (sums, so that policies and
-ranks add up; :mod:`trainers.metrics` turns them into the metric names both trainers log).
+ranks add up; :mod:`trainers.learning.metrics` turns them into the metric names both trainers log).
 
 What it does, in order (docs/design.md §4 "Loss"):
 
@@ -23,7 +23,7 @@ What it does, in order (docs/design.md §4 "Loss"):
    forward, another engine's kernels). Later epochs' ratios are taken against them.
 4. **Importance sampling** (``truncated_is``): when another engine sampled the tokens, each
    token's policy-gradient term is weighed by ``min(exp(logp_old - logp_engine), tis_cap)``
-   (:mod:`trainers.importance_sampling`), fixed in epoch 0 for all epochs.
+   (:mod:`trainers.maths.importance_sampling`), fixed in epoch 0 for all epochs.
 
 **Data-parallel wrappers** (torch.distributed; each rank holds the same weights and its own
 shard of the samples) pass :class:`UpdateHooks`:
@@ -51,14 +51,14 @@ from typing import Any, Protocol
 
 import torch
 
-from trainers.config import Aggregation
-from trainers.importance_sampling import padded_engine_logprobs, truncated_is_weights
-from trainers.loss import ppo_clip_loss
-from trainers.policy import PolicySet
+from trainers.algorithms.atgrpo.config import Aggregation
+from trainers.maths.importance_sampling import padded_engine_logprobs, truncated_is_weights
+from trainers.maths.loss import ppo_clip_loss
+from trainers.models.policy_set import PolicySet
 
 
 class ScoredCompletion(Protocol):
-    """A sampled completion as the update reads it (:class:`trainers.policy.Generation`)."""
+    """A sampled completion as the update reads it (:class:`trainers.models.policy_set.Generation`)."""
 
     prompt_ids: Sequence[int]
     completion_ids: Sequence[int]
@@ -87,7 +87,7 @@ class UpdateSettings:
     eps_high: float
     """Upper PPO clip range (DAPO's clip-higher when larger than ``eps_low``)."""
     aggregation: Aggregation
-    """``token_mean``, ``sequence_mean`` or ``dr_grpo`` (:func:`trainers.loss.aggregate`)."""
+    """``token_mean``, ``sequence_mean`` or ``dr_grpo`` (:func:`trainers.maths.loss.aggregate`)."""
     max_new_tokens: int
     """The completion budget: ``dr_grpo``'s constant normaliser is sequences x this."""
     ppo_epochs: int = 1
@@ -107,7 +107,7 @@ class UpdateSettings:
 
     @classmethod
     def from_config(cls, config: Any) -> UpdateSettings:
-        """The settings of a trainer config (a :class:`~trainers.config.PolicyConfig`: AT-GRPO's
+        """The settings of a trainer config (a :class:`~trainers.algorithms.atgrpo.config.PolicyConfig`: AT-GRPO's
         ``TrainConfig``, M-GRPO's ``MGRPOConfig``): its fields of these names; ``truncated_is``
         is its ``uses_truncated_is()``, and only then is its ``tis_cap`` read."""
         truncated_is = config.uses_truncated_is()

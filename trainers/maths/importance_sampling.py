@@ -13,7 +13,7 @@ variance):
     w_t = min(exp(logp_old_t - logp_engine_t), C)
 
 The weight is a constant (no gradient). It multiplies the token's PPO-clip term
-(:func:`trainers.loss.ppo_clip_loss`'s ``token_weights``). Pure tensor maths, tested by hand.
+(:func:`trainers.maths.loss.ppo_clip_loss`'s ``token_weights``). Pure tensor maths, tested by hand.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""M-GRPO on the run harness (:mod:`trainers.harness`): where a start of a run continues from.
+"""M-GRPO on the run harness (:mod:`trainers.harness.run_dir`): where a start of a run continues from.
 
 An M-GRPO run dir holds what an AT-GRPO one does (``config.json``, ``history.jsonl``,
 ``metrics.jsonl``, checkpoints), with one checkpoint folder per *side*:
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from trainers.config import ConfigError
-from trainers.harness import CHECKPOINTS, METRICS, Checkpoints, check_run_dir, read_state, start_logs
-from trainers.mgrpo.config import MGRPOConfig
-from trainers.run_history import check_resume, record_start
+from trainers.algorithms.atgrpo.config import ConfigError
+from trainers.harness.run_dir import CHECKPOINTS, METRICS, Checkpoints, check_run_dir, read_state, start_logs
+from trainers.algorithms.mgrpo.config import MGRPOConfig
+from trainers.harness.run_history import check_resume, record_start
 
 Side = Literal["local", "main", "sub"]
 Layout = Literal["local", "two_process"]
@@ -76,7 +76,7 @@ def resume_step(cfg: MGRPOConfig, layout: Layout) -> int:
 @dataclass
 class RunStart:
     """One start of a run: the step it continues from, the options that changed since the
-    run's last start (:func:`trainers.run_history.check_resume`) and the store namespace of
+    run's last start (:func:`trainers.harness.run_history.check_resume`) and the store namespace of
     this start's records."""
 
     step: int
