@@ -30,7 +30,7 @@ import textarena
 import pettingllm_envs
 from benchmarks.perf_envs import mean_seconds, print_markdown_table, write_results
 from pettingllm_envs.bridges import textarena_games
-from pettingllm_envs.bridges.textarena_env import scripted_policy
+from pettingllm_envs.bridges.textarena_policies import scripted_policy
 
 ENV_ID = "textarena_v0"
 

@@ -9,7 +9,7 @@ import pytest
 
 import pettingllm_envs
 from pettingllm_envs.capabilities import Delegation, capability
-from pettingllm_envs.research.research_env import scripted_policy
+from pettingllm_envs.research.oracle import scripted_policy
 from trainers.algorithms.mgrpo.alignment import (
     align_batch,
     align_rollout,

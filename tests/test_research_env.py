@@ -12,6 +12,7 @@ import pytest
 import pettingllm_envs
 from pettingllm_envs.core import split_of
 from pettingllm_envs.episodes import play_episode
+from pettingllm_envs.research.config import ResearchConfig
 from pettingllm_envs.research.knowledge_base import (
     HOP_QUESTIONS,
     RELATION_KEYWORDS,
@@ -20,7 +21,8 @@ from pettingllm_envs.research.knowledge_base import (
     generate_kb,
     interpret,
 )
-from pettingllm_envs.research.research_env import ResearchConfig, raw_env, scripted_policy
+from pettingllm_envs.research.oracle import scripted_policy
+from pettingllm_envs.research.research_env import raw_env
 
 
 def fresh(seed: int = 0, **config) -> raw_env:

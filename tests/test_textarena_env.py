@@ -1,5 +1,7 @@
 """textarena_v0: TextArena's two-player games through the registry-wide conformance tests, game by game,
-plus what the bridge adds (the game table, seeding, deep copies, legal moves, no network, self-play groups).
+plus what the bridge adds (seeding, deep copies and pickles, a time bound on hostile replies, the caller's
+random state left alone, self-play groups). The game table is tested in tests/test_textarena_games.py, the
+legal, winning and invalid moves in tests/test_textarena_moves.py.
 
 The registry-wide tests (tests/test_registry_envs.py) run the default game; here every game in
 ``CONFORMANCE_GAMES`` gets the same checks. The quick games run by default, the long tail is marked slow.
@@ -9,56 +11,33 @@ from __future__ import annotations
 
 import copy
 import random
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 textarena = pytest.importorskip("textarena")
 
-from conformance import (  # noqa: E402
+from pettingzoo.test import api_test, parallel_api_test, seed_test  # noqa: E402
+from textarena_helpers import (  # noqa: E402
+    CONFORMANCE_GAMES,
+    ENV_ID,
+    GAMES,
+    QUICK_GAMES,
+    SCRIPTED_GAMES,
+    make,
+    scripted_plies,
+)
+
+import pettingllm_envs  # noqa: E402
+from pettingllm_envs.bridges.textarena_policies import random_legal_policy, scripted_policy  # noqa: E402
+from pettingllm_envs.episodes import play_episode  # noqa: E402
+from pettingllm_envs.testing import (  # noqa: E402
     continue_episode,
     mixed_policy,
     pickle_round_trip,
     random_printable,
     step_junk_actions,
 )
-from pettingzoo.test import api_test, parallel_api_test, seed_test  # noqa: E402
-
-import pettingllm_envs  # noqa: E402
-from pettingllm_envs.bridges import textarena_games  # noqa: E402
-from pettingllm_envs.bridges.textarena_env import available_games, random_legal_policy, scripted_policy  # noqa: E402
-from pettingllm_envs.episodes import play_episode  # noqa: E402
-
-ENV_ID = "textarena_v0"
-GAMES = available_games()
-#: Quick games (a few tenths of a second for every check): the default run.
-QUICK_GAMES = [
-    "Briscola-v0", "Chopsticks-v0", "ColonelBlotto-v0", "ConnectFour-v0", "GameOfPureStrategy-v0", "Golf-v0",
-    "HighSociety-v0", "IndianPoker-v0", "IteratedMatchingPennies-v0", "IteratedRockPaperScissors-v0",
-    "IteratedTwoThirdsAverage-v0", "KuhnPoker-v0", "LiarsDice-v0", "Nim-v0", "PigDice-v0", "SimpleNegotiation-v0",
-    "Snake-v0", "Surround-v0", "TicTacToe-v0", "WildTicTacToe-v0",
-]
-CONFORMANCE_GAMES = [pytest.param(g, id=g) if g in QUICK_GAMES else pytest.param(g, id=g, marks=pytest.mark.slow)
-                     for g in GAMES]
-SCRIPTED_GAMES = [g for g in GAMES if textarena_games.GAMES[g].moves is not None]
-
-
-def make(game: str, **config):
-    return pettingllm_envs.make(ENV_ID, game=game, **config)
-
-
-def scripted_plies(game: str, plies: int):
-    """``game`` reset with seed 0 and ``plies`` moves into it, played by the scripted policy."""
-    env = make(game)
-    env.reset(seed=0)
-    for _ in range(plies):
-        agent = env.agent_selection
-        env.step(scripted_policy(env.observe(agent), agent, env.infos[agent]))
-    return env
 
 
 # ------------------------------------------------------------------ conformance, per game
@@ -199,111 +178,6 @@ def test_no_hostile_reply_of_the_allowed_length_stalls_any_game():
     assert not slow, slow
 
 
-# ------------------------------------------------------------------ the game table
-def _source(game: str) -> str:
-    """The source of a game's module, read from its file: importing it (or its package) could download."""
-    entry = textarena.envs.registration.ENV_REGISTRY[game].entry_point
-    module = entry.split(":")[0] if isinstance(entry, str) else entry.__module__
-    assert module.startswith("textarena.")
-    return (Path(textarena.__file__).parent / (module.removeprefix("textarena.").replace(".", "/") + ".py")).read_text()
-
-
-def test_every_textarena_game_is_played_or_listed_with_its_reason():
-    registered = {g for g in textarena.envs.registration.ENV_REGISTRY if g.endswith("-v0")}
-    played, unavailable = set(textarena_games.GAMES), set(textarena_games.UNAVAILABLE)
-    single = set(textarena_games.SINGLE_PLAYER)
-    assert not (played & unavailable) and not (played & single) and not (unavailable & single)
-    assert played | unavailable | single == registered
-
-
-@pytest.mark.parametrize("game", sorted(textarena_games.UNAVAILABLE))
-def test_each_unavailable_reason_holds(game):
-    """Checked without importing the modules that download NLTK data or call OpenRouter."""
-    reason = textarena_games.UNAVAILABLE[game]
-    registry = textarena.envs.registration.ENV_REGISTRY
-    if reason == textarena_games.NO_RAW_VARIANT:
-        assert game + "-raw" not in registry
-        return
-    source = _source(game)
-    if reason == textarena_games.SYNTAX_ERROR:
-        with pytest.raises(SyntaxError):
-            compile(source, game, "exec")
-    elif reason == textarena_games.NEEDS_NLTK:
-        assert "nltk.download(" in source or "word_lists" in source
-    elif reason == textarena_games.NEEDS_API_KEY:
-        assert "OpenRouter" in source
-    else:
-        expected = {textarena_games.MISSING_FILES: FileNotFoundError, textarena_games.NOT_TWO_PLAYERS: AssertionError,
-                    textarena_games.FIXED_START: None}[reason]
-        if expected is None:  # a fixed start: every seed gives the same content, so no split can be drawn
-            keys = set()
-            for seed in range(5):
-                game_env = textarena.make(game + "-raw")
-                game_env.reset(num_players=2, seed=seed)
-                keys.add(repr(game_env.state.game_state) + repr(game_env.state.observations))
-            assert len(keys) == 1 and textarena_games.GAMES.get(game) is None
-            return
-        with pytest.raises(expected):
-            textarena.make(game + "-raw").reset(num_players=2, seed=0)
-
-
-FREE_FOR_ALL_GAMES = ["LiarsDice-v0", "MarketEntryGame-v0", "Poker-v0", "PublicGoodsGame-v0", "SantoriniBaseFixed-v0",
-                      "Snake-v0", "Surround-v0"]
-
-
-@pytest.mark.parametrize("game", FREE_FOR_ALL_GAMES)
-def test_a_free_for_all_game_ends_at_the_first_elimination_as_that_players_loss(game):
-    """Before: Poker and Santorini went on with the eliminated player to move, so junk until
-    truncation drew instead of losing; MarketEntryGame and PublicGoodsGame hung the process."""
-    env = make(game)
-    env.reset(seed=0)
-    junk_seat = env.agent_selection
-    for _ in range(30):
-        agent = env.agent_selection
-        if env.terminations[agent] or env.truncations[agent]:
-            break
-        env.step("junk" if agent == junk_seat else scripted_policy(env.observe(agent), agent, env.infos[agent]))
-    assert env.unwrapped.game.state.done and not any(env.truncations.values())
-    assert env.infos[junk_seat]["game"]["outcome"] == -1.0
-
-
-@pytest.mark.slow
-def test_textarena_itself_hangs_when_both_players_of_market_entry_are_eliminated():
-    """What the elimination rule guards against, on TextArena alone (in a child process: it never
-    returns): each player sends junk until it is eliminated, then a valid move; once both are out,
-    ``FFAMultiPlayerState.step`` looks for a player still in forever."""
-    script = ("import textarena\ngame = textarena.make('MarketEntryGame-v0-raw')\ngame.reset(num_players=2, seed=0)\n"
-              "for _ in range(80):\n    state = game.state\n"
-              "    action = '[E]' if state.current_player_id in state.elimination_order else 'junk'\n"
-              "    if game.step(action)[0]:\n        break\nprint('finished')")
-    with pytest.raises(subprocess.TimeoutExpired):
-        subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=10)
-
-
-def test_unknown_and_unavailable_games_are_refused_with_the_reason():
-    with pytest.raises(ValueError, match="did you mean ConnectFour-v0"):
-        make("ConectFour-v0")
-    with pytest.raises(ValueError, match="NLTK"):
-        make("Wordle-v0")
-
-
-def test_no_game_opens_a_network_connection(monkeypatch):
-    """Every playable game runs offline: a connection attempt fails the test (and since a library may
-    swallow that error, no playable game's module downloads NLTK data or calls OpenRouter)."""
-    for game in GAMES:
-        source = _source(game)
-        assert "nltk.download" not in source and "word_lists" not in source and "OpenRouter" not in source, game
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a TextArena game tried to open a network connection")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    for game in GAMES:
-        env = make(game, max_turns=3)
-        play_episode(env, scripted_policy, seed=0)
-
-
 # ------------------------------------------------------------------ randomness, copies, views
 def test_the_callers_random_state_is_left_alone_and_envs_do_not_disturb_each_other():
     random.seed(123)
@@ -344,128 +218,6 @@ def test_textarena_queues_and_log_are_drained_so_copies_stay_small():
     assert state.logs == [] and state.observations == {0: [], 1: []}
 
 
-def test_legal_actions_are_what_textarena_accepts():
-    env = make("ConnectFour-v0")
-    env.reset(seed=0)
-    agent = env.agent_selection
-    game_info = env.infos[agent]["game"]
-    other = "player_1" if agent == "player_0" else "player_0"
-    assert env.infos[other]["game"]["legal_actions"] is None  # only the player to move gets the list
-    legal = game_info["legal_actions"]
-    assert legal and set(legal) <= {f"[col {c}]" for c in range(7)}
-    for action in legal:
-        trial = copy.deepcopy(env)
-        trial.step(action)
-        assert trial.infos[agent]["last_action"]["valid"]
-    quiet = make("ConnectFour-v0", legal_actions_in_info=False)
-    quiet.reset(seed=0)
-    assert quiet.infos[quiet.agent_selection]["game"]["legal_actions"] is None
-
-
-def test_a_winning_move_is_listed_and_pays_the_winner_and_charges_the_loser():
-    """Nim from an opening: the scripted policy takes the last objects when it can."""
-    env = make("Nim-v0")
-    env.reset(seed=0)
-    raw = env.unwrapped
-    while env.agents:
-        agent = env.agent_selection
-        obs, _, terminated, truncated, info = env.last()
-        if terminated or truncated:
-            env.step(None)
-            continue
-        winning = info["game"]["winning_actions"]
-        env.step(scripted_policy(obs, agent, info))
-        if winning:
-            other = "player_1" if agent == "player_0" else "player_0"
-            assert raw.rewards[agent] == pytest.approx(raw.config.alpha)
-            assert raw.rewards[other] == pytest.approx(-raw.config.alpha)
-            assert env.infos[agent]["success"] and not env.infos[other]["success"]
-            break
-
-
-PERFECT_INFORMATION = sorted(g for g in SCRIPTED_GAMES if textarena_games.GAMES[g].perfect_information)
-
-
-def test_perfect_information_is_marked_only_on_games_without_chance_or_hidden_state():
-    """The games whose winning moves are published: no random draw anywhere in their module (so
-    no chance after the start either) and no hidden state; the card, dice and simultaneous-move
-    games are left unmarked."""
-    assert len(PERFECT_INFORMATION) == 13
-    for game in PERFECT_INFORMATION:
-        spec = textarena_games.GAMES[game]
-        assert not spec.random_during_play and "random." not in _source(game), game
-    for game in ("KuhnPoker-v0", "LiarsDice-v0", "PigDice-v0", "Battleship-v0", "ColonelBlotto-v0",
-                 "IteratedPrisonersDilemma-v0", "Snake-v0", "Surround-v0"):
-        assert not textarena_games.GAMES[game].perfect_information, game
-
-
-@pytest.mark.parametrize("game", [g for g in CONFORMANCE_GAMES if g.values[0] in SCRIPTED_GAMES])
-def test_winning_actions_are_published_only_for_games_of_perfect_information(game):
-    env = make(game)
-    env.reset(seed=0)
-    listed = env.infos[env.agent_selection]["game"]
-    assert listed["legal_actions"]
-    if textarena_games.GAMES[game].perfect_information:
-        assert isinstance(listed["winning_actions"], list)
-    else:
-        assert listed["winning_actions"] is None and env.unwrapped.legal_actions()[1] == ()
-
-
-def _legal_in_a_world(env, change) -> tuple[str, tuple[str, ...]]:
-    """The observation and the legal moves of the player to move after ``change`` to a copy's hidden state."""
-    world = copy.deepcopy(env)
-    change(world.unwrapped)
-    world.unwrapped.legal_cache = None
-    return str(world.observe(world.agent_selection)), world.unwrapped.legal_actions()[0]
-
-
-def test_legal_moves_do_not_depend_on_the_opponent_s_cards_dice_or_the_next_roll():
-    """Only the mover's view decides what is listed: two worlds the mover cannot tell apart (other
-    opponent cards or dice, another state of the dice to come) list the same legal moves."""
-    kuhn = make("KuhnPoker-v0")
-    kuhn.reset(seed=0)
-    mover = kuhn.unwrapped.game.state.current_player_id
-    mine = kuhn.unwrapped.game.state.game_state["player_cards"][mover]
-
-    def card(value):
-        return lambda raw: raw.game.state.game_state["player_cards"].__setitem__(1 - mover, value)
-
-    worlds = {_legal_in_a_world(kuhn, card(value)) for value in range(3) if value != mine}
-    assert len(worlds) == 1
-    dice = make("LiarsDice-v0")
-    dice.reset(seed=0)
-    dice.step("[Bid: 2, 3]")
-    mover = dice.unwrapped.game.state.current_player_id
-
-    def rolls(values):
-        return lambda raw: raw.game.state.game_state["dice_rolls"].__setitem__(1 - mover, list(values))
-
-    assert len({_legal_in_a_world(dice, rolls(values)) for values in ([1] * 5, [6] * 5, [3, 3, 2, 2, 1])}) == 1
-    pig = make("PigDice-v0")
-    pig.reset(seed=0)
-
-    def next_roll(seed):
-        return lambda raw: setattr(raw, "rng_state", random.Random(seed).getstate())
-
-    assert len({_legal_in_a_world(pig, next_roll(seed)) for seed in range(4)}) == 1
-
-
-def test_an_invalid_move_costs_the_penalty_and_the_retry_limit_loses_the_game():
-    env = make("ConnectFour-v0", illegal_move_penalty=0.3)
-    env.reset(seed=0)
-    agent = env.agent_selection
-    env.step("I will not move.")
-    last = env.infos[agent]["last_action"]
-    assert not last["valid"] and last["reward_local"] == pytest.approx(-0.3)
-    assert "invalid" in last["invalid_reason"].lower()
-    assert env.agent_selection == agent  # TextArena's retry: the same player again
-    env.step("Still not.")
-    assert all(env.terminations.values())
-    assert env.infos[agent]["game"]["outcome"] == -1.0
-    other = "player_1" if agent == "player_0" else "player_0"
-    assert env.infos[other]["success"]
-
-
 def test_only_the_latest_board_is_shown():
     env = scripted_plies("ConnectFour-v0", 4)
     view = str(env.observe(env.agent_selection))
@@ -476,8 +228,8 @@ def test_only_the_latest_board_is_shown():
 def test_shared_policy_self_play_keeps_each_seat_in_its_own_groups():
     """One shared policy plays both seats; AT-GRPO's group key (problem, agent, turn) never mixes them."""
     pytest.importorskip("torch")
-    from trainers.maths.advantages import group_key
     from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.maths.advantages import group_key
 
     config = TrainConfig(env=ENV_ID, model="unused")
     assert config.regime == "shared" and config.group_by == "problem_agent_turn"
@@ -511,37 +263,3 @@ def test_pettingllm_train_smoke_on_textarena(tiny_model_dir, tmp_path):
     groups = {seat: {s["group"] for s in samples if s["agent"] == seat} for seat in ("player_0", "player_1")}
     assert groups["player_0"] and groups["player_1"] and not groups["player_0"] & groups["player_1"]
     assert all(s["group"].split("/")[1] == s["agent"] for s in samples)  # a group holds one seat's samples
-
-
-def test_an_exception_inside_textarena_is_an_invalid_move_and_the_game_is_rebuilt(monkeypatch):
-    """No TextArena game raised on the hostile inputs tried; this guards the day one does: the
-    half-changed game is rebuilt from the seed, the opening and the actions so far, and the action
-    counts as TextArena's invalid move (retry, then the loss), so such input cannot stall a game."""
-    env = make("ConnectFour-v0")
-    env.reset(seed=0)
-    env.step("[col 1]")
-    raw = env.unwrapped
-    agent = env.agent_selection
-    before = copy.deepcopy(raw.game.state.game_state)
-    game_class = type(raw.game)
-    real_step = game_class.step
-
-    def half_then_raise(self, action):
-        if action == "BOOM":
-            self.state.game_state["board"][0][0] = "?"  # changed, then the game fails
-            raise KeyError("a TextArena bug")
-        return real_step(self, action)
-
-    monkeypatch.setattr(game_class, "step", half_then_raise)
-    env.step("BOOM")
-    last = env.infos[agent]["last_action"]
-    assert not last["valid"] and "could not process" in last["invalid_reason"]
-    assert raw.game.state.game_state == before and env.agent_selection == agent  # TextArena's retry
-    clone = copy.deepcopy(env)
-    env.step("[col 2]")
-    assert env.infos[agent]["last_action"]["valid"] and not raw.game.state.done
-    clone.step("BOOM")  # a second one in a row: TextArena's retry limit ends the game as this player's loss
-    assert all(clone.terminations.values()) and clone.infos[agent]["game"]["outcome"] == -1.0
-    clone_raw = clone.unwrapped
-    rebuilt, _ = clone_raw._replay(clone_raw.instance, clone_raw.game_actions)  # the record replays to the same end
-    assert rebuilt.state.done and rebuilt.state.rewards == clone_raw.game.state.rewards

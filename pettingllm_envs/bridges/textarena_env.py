@@ -86,59 +86,48 @@ reply that reasons about its own cards tells them to the other player.
 **Self-play.** One shared policy can play both seats: AT-GRPO groups by (problem, agent,
 turn), so each seat's candidates are normalised only against the same seat's, from the
 same position.
+
+**Modules.** The game table and move generators are in :mod:`.textarena_games`; the calls into
+TextArena's game object (stepping it under its random state, draining, replaying, legality
+trials) in :mod:`.textarena_driver`; the scripted opponents in :mod:`.textarena_policies`.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import difflib
-import hashlib
 import random
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import textarena
 from textarena.core import GAME_ID, ObservationType
 
+from pettingllm_envs.bridges.textarena_driver import (
+    ViewLine,
+    count_as_invalid,
+    drain,
+    legal_moves,
+    new_game,
+    replay,
+    step_game,
+)
 from pettingllm_envs.bridges.textarena_games import GAMES, SINGLE_PLAYER, UNAVAILABLE, GameSpec, game_id
+from pettingllm_envs.bridges.textarena_policies import scripted_policy
 from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
+from pettingllm_envs.core.actions import coerce_action
 from pettingllm_envs.core.process_shared import process_resource
 
+__all__ = ["TextArenaConfig", "available_games", "env", "game_spec", "listing_note", "parallel_env", "raw_env",
+           "scripted_policy"]
+
 ROLES = ("player_0", "player_1")
-#: A message TextArena sent a player: (sender id, text, TextArena's observation type name).
-ViewLine = tuple[int, str, str]
 #: A message as the player's view shows it: (observation type name, the text rendered once, when it arrived).
 ShownLine = tuple[str, str]
-#: Most candidates tried per legality check (generators and listed options are cut to this).
-MAX_CANDIDATES = 96
 #: Why a rejected reply at the last turn loses (see ``raw_env._forfeit_if_no_turn_is_left``).
 NO_TURN_FOR_RETRY = "no turn is left for a retry (max_turns), so it loses the game"
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
-
-
-def _settle_eliminations(state: Any) -> None:
-    """End a two-player game on TextArena's free-for-all state once a player is eliminated: the
-    other is the last one standing, and wins. TextArena leaves that to each game, and some never
-    do: Poker and Santorini go on with the eliminated player to move (junk until truncation would
-    be a draw instead of a loss), MarketEntryGame and PublicGoodsGame loop forever in
-    ``FFAMultiPlayerState.step`` once both players are out."""
-    eliminated = set(getattr(state, "elimination_order", None) or ())
-    if state.done or not eliminated:
-        return
-    if eliminated >= {0, 1}:
-        state.rewards = {0: 0, 1: 0}
-    else:
-        loser = eliminated.pop()
-        state.rewards = {loser: -1, 1 - loser: 1}
-    reason = "the game is over: a player was eliminated (an invalid move past the game's allowance, or its rules)"
-    state.add_observation(message=reason, observation_type=ObservationType.GAME_ADMIN)
-    for pid in (0, 1):
-        state.game_info[pid]["reason"] = reason
-    state.done = True
 
 
 def available_games() -> list[str]:
@@ -202,18 +191,6 @@ class GameInstance:
     """Canonical content (hashed into a split)."""
 
 
-@dataclass(frozen=True)
-class StepOutcome:
-    """What one action did to a TextArena game."""
-
-    invalid: bool
-    reason: str | None
-    lines: dict[int, tuple[ViewLine, ...]]
-    """New messages per player id."""
-    raised: bool = False
-    """TextArena raised: the game object may be half-changed and must be rebuilt."""
-
-
 def game_spec(game: str) -> GameSpec:
     """How ``textarena_v0`` plays ``game``, by a module-level name that a pickle can refer to."""
     return GAMES[game]
@@ -255,133 +232,20 @@ class raw_env(TextAECEnv[GameInstance]):
         memo[id(self.infos)] = dict(self.infos)
         return super().__deepcopy__(memo)
 
-    # ------------------------------------------------------------ the game
-    @contextmanager
-    def _game_random(self, state: tuple) -> Iterator[list[tuple]]:
-        """Run TextArena code with ``state`` as the global :mod:`random` state; the state it
-        leaves is put into the yielded list, and the caller's own state is restored."""
-        outer = random.getstate()
-        random.setstate(state)
-        after: list[tuple] = []
-        try:
-            yield after
-        finally:
-            after.append(random.getstate())
-            random.setstate(outer)
-
-    def _copy_game(self, game: Any) -> Any:
-        """A deep copy of TextArena's game that shares the attributes it only reads (``GameSpec.shared``)."""
-        memo = {id(getattr(game, name)): getattr(game, name) for name in self.spec.shared}
-        return copy.deepcopy(game, memo)
-
-    def _new_game(self, seed: int) -> tuple[Any, tuple]:
-        game = self._copy_game(self.prototype)
-        with self._game_random(random.Random(seed).getstate()) as after:
-            game.reset(num_players=2, seed=seed)
-        return game, after[0]
-
-    def _replay(self, instance: GameInstance, actions: tuple[str | None, ...]) -> tuple[Any, tuple]:
-        """The game of ``instance`` after ``actions`` (the game is deterministic given its random state)."""
-        game, rng_state = self._new_game(instance.seed)
-        for action in (*instance.opening, *actions):
-            if action is None:
-                rng_state = self._count_as_invalid(game, rng_state)
-            else:
-                game, rng_state, _ = self._step_game(game, rng_state, action)
-        self._drain(game)
-        return game, rng_state
-
-    def _count_as_invalid(self, game: Any, rng_state: tuple) -> tuple:
-        """Apply TextArena's invalid-move rule to an action the game raised on, so that such
-        actions cannot stall a game forever: two-player states give the usual retry and then
-        the loss; other states (whose eliminations the game's own code settles) end it as a loss."""
-        state = game.state
-        pid = state.current_player_id
-        reason = "the game could not process this action"
-        with self._game_random(rng_state) as after:
-            if isinstance(state, textarena.TwoPlayerState):
-                state.set_invalid_move(reason=reason)
-                state.step()
-            else:
-                state.rewards = {pid: -1, 1 - pid: 1}
-                state.game_info[pid]["invalid_move"] = True
-                state.done = True
-        return after[0]
-
-    @staticmethod
-    def _drain(game: Any) -> dict[int, tuple[ViewLine, ...]]:
-        """Take the messages TextArena queued for each player (and drop its log, which nothing reads)."""
-        state = game.state
-        lines = {pid: tuple((int(sender), str(text), kind.name if isinstance(kind, ObservationType) else str(kind))
-                            for sender, text, kind in state.observations[pid]) for pid in (0, 1)}
-        state.observations = {pid: [] for pid in (0, 1)}
-        state.logs = []
-        return lines
-
-    def _step_game(self, game: Any, rng_state: tuple, text: str) -> tuple[Any, tuple, StepOutcome]:
-        """Apply ``text`` for the player to move; returns the game after it, the random state
-        after it, and the outcome. When TextArena raises, the game may be half-changed: the
-        outcome says ``raised`` and the caller rebuilds the game (:meth:`_replay`) or drops it."""
-        state = game.state
-        pid = state.current_player_id
-        errors_before = getattr(state, "error_count", 0)
-        flagged_before = bool(state.game_info[pid].get("invalid_move"))
-        try:
-            with self._game_random(rng_state) as after:
-                game.step(text)
-        except Exception as error:  # a TextArena bug on odd input must not end the episode
-            reason = f"the game could not process this action ({type(error).__name__}); it counts as invalid"
-            return game, rng_state, StepOutcome(True, reason, {0: (), 1: ()}, raised=True)
-        state = game.state
-        _settle_eliminations(state)
-        lines = self._drain(game)
-        invalid = getattr(state, "error_count", 0) > errors_before or (
-            bool(state.game_info[pid].get("invalid_move")) and not flagged_before)
-        reason = None
-        if invalid:
-            admin = [t for _, t, kind in lines[pid] if kind == "GAME_ADMIN"]
-            reason = (admin[-1] if admin else str(state.game_info[pid].get("reason") or "the game rejected the move"))
-        return game, after[0], StepOutcome(invalid, reason, lines)
-
-    def _candidates(self, game: Any, pid: int) -> list[str]:
-        if self.spec.moves is None or game.state.done:
-            return []
-        try:
-            moves = self.spec.moves(game, pid)
-        except (KeyError, IndexError, TypeError, AttributeError):  # a state the generator does not know: no list
-            return []
-        return list(dict.fromkeys(moves))[:MAX_CANDIDATES]
-
-    def _legal(self, game: Any, rng_state: tuple) -> tuple[list[str], list[str]]:
-        """The candidates the game accepts from the player to move, and those that win at once
-        (games of perfect information only: elsewhere the trial would see hidden cards or the next roll)."""
-        pid = game.state.current_player_id
-        legal, winning = [], []
-        for action in self._candidates(game, pid):
-            trial, _, outcome = self._step_game(self._copy_game(game), rng_state, action)
-            if outcome.invalid:
-                continue
-            legal.append(action)
-            rewards = trial.state.rewards
-            if (self.spec.perfect_information and trial.state.done and rewards
-                    and rewards.get(pid, 0) > rewards.get(1 - pid, 0)):
-                winning.append(action)
-        return legal, winning
-
     # ------------------------------------------------------------ instances
     def generate_instance(self, rng: random.Random) -> GameInstance:
         while True:
             seed = rng.randrange(2**31)
-            game, rng_state = self._new_game(seed)
-            views = self._drain(game)
+            game, rng_state = new_game(self.prototype, self.spec, seed)
+            views = drain(game)
             opening: list[str] = []
             plies = rng.choice(self.spec.opening_plies) if self.spec.opening_plies else 0
             for _ in range(plies):
-                legal, _ = self._legal(game, rng_state)
+                legal, _ = legal_moves(self.spec, game, rng_state)
                 if not legal:
                     break
                 action = rng.choice(legal)
-                game, rng_state, outcome = self._step_game(game, rng_state, action)
+                game, rng_state, outcome = step_game(game, rng_state, action)
                 opening.append(action)
                 views = {pid: views[pid] + outcome.lines[pid] for pid in (0, 1)}
             if game.state.done or len(opening) < plies:
@@ -395,10 +259,10 @@ class raw_env(TextAECEnv[GameInstance]):
         return instance.key
 
     def start_episode(self, instance: GameInstance) -> None:
-        game, rng_state = self._new_game(instance.seed)
-        views = self._drain(game)
+        game, rng_state = new_game(self.prototype, self.spec, instance.seed)
+        views = drain(game)
         for action in instance.opening:
-            game, rng_state, outcome = self._step_game(game, rng_state, action)
+            game, rng_state, outcome = step_game(game, rng_state, action)
             views = {pid: views[pid] + outcome.lines[pid] for pid in (0, 1)}
         self.game, self.rng_state, self.game_actions = game, rng_state, ()
         self.views = {ROLES[pid]: self._shown(lines) for pid, lines in views.items()}
@@ -407,11 +271,12 @@ class raw_env(TextAECEnv[GameInstance]):
 
     # -------------------------------------------------------------- actions
     def apply_action(self, agent: str, text: str) -> ActionResult:
-        self.game, self.rng_state, outcome = self._step_game(self.game, self.rng_state, text)
+        self.game, self.rng_state, outcome = step_game(self.game, self.rng_state, text)
         if outcome.raised:  # back to the state before this action, which then counts as an invalid move
-            self.game, self.rng_state = self._replay(self.instance, self.game_actions)
-            self.rng_state = self._count_as_invalid(self.game, self.rng_state)
-            outcome = dataclasses.replace(outcome, lines=self._drain(self.game))
+            self.game, self.rng_state = replay(self.prototype, self.spec, self.instance.seed,
+                                              (*self.instance.opening, *self.game_actions))
+            self.rng_state = count_as_invalid(self.game, self.rng_state)
+            outcome = dataclasses.replace(outcome, lines=drain(self.game))
             self.game_actions = (*self.game_actions, None)
         else:
             self.game_actions = (*self.game_actions, text)
@@ -429,7 +294,7 @@ class raw_env(TextAECEnv[GameInstance]):
         """The base step; a reply refused unread (not a string, too long) at the last turn loses too."""
         agent = self.agent_selection
         live = bool(self.agents) and not (self.terminations[agent] or self.truncations[agent])
-        if live and self._coerce_action(action)[1] is not None:
+        if live and coerce_action(action, self.config.max_action_chars)[1] is not None:
             self._forfeit_if_no_turn_is_left(agent)
         super().step(action)
 
@@ -449,7 +314,7 @@ class raw_env(TextAECEnv[GameInstance]):
         state.add_observation(message=f"Player {pid} made an invalid move; {NO_TURN_FOR_RETRY}.",
                               observation_type=ObservationType.GAME_ADMIN)
         state.done = True
-        lines = self._drain(self.game)
+        lines = drain(self.game)
         self.views = {ROLES[p]: self.views[ROLES[p]] + self._shown(lines[p]) for p in (0, 1)}
         return True
 
@@ -491,7 +356,7 @@ class raw_env(TextAECEnv[GameInstance]):
         """The legal and the winning candidate moves of the player to move (cached per step); no
         winning moves are named in games without ``perfect_information``."""
         if self.legal_cache is None or self.legal_cache[0] != len(self.history):
-            legal, winning = self._legal(self.game, self.rng_state)
+            legal, winning = legal_moves(self.spec, self.game, self.rng_state)
             self.legal_cache = (len(self.history), tuple(legal), tuple(winning))
         return self.legal_cache[1], self.legal_cache[2]
 
@@ -559,31 +424,3 @@ def env(**config: Any) -> TextAECEnv:
 def parallel_env(**config: Any):
     """The Parallel API view: one parallel step is one agent's action (see pettingllm_envs.core)."""
     return make_parallel_env(env(**config))
-
-
-def _stable_index(text: str, count: int) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8", "replace")).digest()[:8], "big") % count
-
-
-def scripted_policy(observation: str, agent: str, info: dict[str, Any]) -> str:
-    """A winning move when one exists, else a legal move chosen by a hash of the observation
-    (reproducible, and varied across positions); games without a move generator get a reply
-    the game judges itself (usually an invalid move)."""
-    game = info.get("game") or {}
-    if game.get("winning_actions"):
-        return game["winning_actions"][0]
-    legal = game.get("legal_actions") or []
-    if legal:
-        return legal[_stable_index(str(observation), len(legal))]
-    return "[pass]"
-
-
-def random_legal_policy(seed: int = 0) -> Callable[[str, str, dict[str, Any]], str]:
-    """A seeded opponent that plays a uniformly random legal move (games with a move generator)."""
-    rng = random.Random(seed)
-
-    def act(observation: str, agent: str, info: dict[str, Any]) -> str:
-        legal = (info.get("game") or {}).get("legal_actions") or []
-        return rng.choice(legal) if legal else "[pass]"
-
-    return act

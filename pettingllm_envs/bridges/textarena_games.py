@@ -2,7 +2,7 @@
 
 Every ``-v0`` game of TextArena's registry is in exactly one of :data:`GAMES` (two-player
 games that reset and play offline), :data:`UNAVAILABLE` (with the measured reason) or
-:data:`SINGLE_PLAYER`; ``tests/test_textarena_env.py`` checks that the table is complete
+:data:`SINGLE_PLAYER`; ``tests/test_textarena_games.py`` checks that the table is complete
 and that each reason holds, without importing the modules that would download NLTK data.
 
 A game's *move generator* lists candidate action strings for the player to move, read
@@ -193,7 +193,7 @@ GAMES: dict[str, GameSpec] = {
     "LiarsDice-v0": GameSpec(_liars_dice, random_during_play=True),
     "LinesOfAction-v0": GameSpec(_lines_of_action, perfect_information=True, opening_plies=(2, 4)),
     # MarketEntryGame and PublicGoodsGame loop forever in TextArena once both players are eliminated:
-    # the env ends a free-for-all game at the first elimination (textarena_env._settle_eliminations).
+    # the env ends a free-for-all game at the first elimination (textarena_driver.settle_eliminations).
     "MarketEntryGame-v0": GameSpec(_fixed("{I will stay out.}", "{I will enter.}", "[E]", "[S]"),
                                    opening_plies=(2, 4, 6)),
     "MemoryGame-v0": GameSpec(),

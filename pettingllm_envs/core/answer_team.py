@@ -30,9 +30,10 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar, cast
 
+from pettingllm_envs.core.actions import ActionResult
 from pettingllm_envs.core.instances import Split
 from pettingllm_envs.core.process_shared import process_resource
-from pettingllm_envs.core.text_env import ActionResult, TextAECEnv
+from pettingllm_envs.core.text_env import TextAECEnv
 from pettingllm_envs.core.tools import ToolEnvConfig, ToolRun, read_tool_output
 
 #: Why a tool action whose program ran but printed nothing the env reads as an answer is invalid.

@@ -30,7 +30,10 @@ hook                        what it does
 
 The base class owns everything PettingZoo checks: agent bookkeeping, the AEC turn
 order, reward accumulation, termination and truncation at ``max_turns``, infos,
-seeding through ``np_random``, and a cheap ``deepcopy``.
+seeding through ``np_random``, and a cheap ``deepcopy``. The pieces it is built from have
+their own modules: the options every env has (:mod:`pettingllm_envs.core.env_config`), what an
+action did and how a raw action is read (:mod:`pettingllm_envs.core.actions`), and the cut of an
+over-long observation and the ``last_action`` summary (:mod:`pettingllm_envs.core.observations`).
 
 Semantics (docs/design.md §3):
 
@@ -56,7 +59,7 @@ Semantics (docs/design.md §3):
   for another role's action (cooperative envs only: there the actor's own reward carries the
   same ``alpha * ΔG``). Everything else paid to a role that is not acting, a zero-sum game's
   loss at the winner's move or a change of its own potential L below, is a consequence of its
-  earlier actions: a trainer adds it to the role's latest action (``trainers.rollout``).
+  earlier actions: a trainer adds it to the role's latest action (``trainers.rollout.episodes``).
 * An env may pay a role's local reward the same way: when ``local_state(a)`` returns a
   float L (for a role it must do so for the whole episode), role ``a`` is paid, after every
   step whoever acts, the change of L, on top of its own actions' ``local_reward`` (which then
@@ -76,7 +79,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
@@ -84,96 +86,13 @@ from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 
 from pettingllm_envs.core import chat_increment, process_shared
+from pettingllm_envs.core.actions import ActionRecord, ActionResult, coerce_action
+from pettingllm_envs.core.env_config import TextEnvConfig
 from pettingllm_envs.core.instances import SPLITS, Split, draw_instance
+from pettingllm_envs.core.observations import fit_observation, last_action_info
 from pettingllm_envs.core.spaces import TextObservation, UnicodeText
 
 InstanceT = TypeVar("InstanceT")
-
-#: Marker inserted where an over-long observation was cut.
-CUT_MARKER = "\n[... cut to fit max_observation_chars ...]\n"
-
-
-@dataclass
-class TextEnvConfig:
-    """Options that every text environment has. Each env subclasses this with its own fields."""
-
-    alpha: float = 1.0
-    """Weight of the team reward in ``alpha * global + local``. AT-GRPO (Zhao et al., 2025)
-    mixes a shared task reward, which rewards coordination, with a role-specific reward,
-    which gives each role a signal that varies with its own action."""
-
-    max_turns: int = 4
-    """Turns before the episode is truncated; a turn is every role acting once (at most once
-    for envs that choose the next agent themselves, see ``TextAECEnv.next_agent``)."""
-
-    split: Split = "train"
-    """Which split ``reset`` draws problems from (``options={"split": ...}`` overrides it)."""
-
-    data_seed: int = 0
-    """Problem ``i`` is generated from ``random.Random(data_seed + i)``."""
-
-    test_percent: int = 20
-    """Share of the instance space (by content hash) that belongs to the test split."""
-
-    format_penalty: float = 0.5
-    """Subtracted from the local reward of an action that is not a string, is too long,
-    or cannot be parsed; the reason is in ``infos``."""
-
-    max_action_chars: int = 32768
-    """Longest accepted action; longer ones are invalid (they also lie outside the action space)."""
-
-    max_observation_chars: int = 65536
-    """Longest observation; longer prompts are cut in the middle, keeping the task and the latest events."""
-
-    def validate(self) -> None:
-        """Raise ``ValueError`` on an inconsistent configuration."""
-        if self.max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
-        if self.split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}")
-        if not 1 <= self.test_percent <= 99:
-            raise ValueError(f"test_percent must be in 1..99, got {self.test_percent}")
-        if self.format_penalty < 0:
-            raise ValueError(f"format_penalty must be >= 0, got {self.format_penalty}")
-        if self.max_action_chars < 1 or self.max_observation_chars < 2 * len(CUT_MARKER):
-            raise ValueError("max_action_chars and max_observation_chars are too small")
-
-
-@dataclass(frozen=True)
-class ActionResult:
-    """What one action did, as returned by ``apply_action``.
-
-    ``parsed`` must be JSON-like and is never mutated afterwards (records are shared
-    between deep copies of an env).
-    """
-
-    local_reward: float
-    """The role's own contribution, penalties included."""
-    valid: bool = True
-    """False when the action could not be parsed or broke the rules."""
-    parsed: Any = None
-    """The structured action the env understood (a move list, code, an answer)."""
-    invalid_reason: str | None = None
-    """Why the action was invalid or penalised, for the model and the logs."""
-    feedback: str = ""
-    """Text that later observations may show (tool output, test results)."""
-
-
-@dataclass(frozen=True)
-class ActionRecord:
-    """One action in the episode history (immutable, shared by deep copies)."""
-
-    turn: int
-    agent: str
-    text: str
-    result: ActionResult
-    reward_global: float
-    """The change of the acting role's team state G that this action made."""
-    reward_local: float
-    reward: float
-    team_state: float
-    """G after the action, from the acting role's side."""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _copy_generator(generator: np.random.Generator) -> np.random.Generator:
@@ -406,7 +325,8 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
             self.render()
 
     def observe(self, agent: str) -> TextObservation:
-        return TextObservation(self._fit(self.role_instructions(agent) + "\n\n" + self.task_view(agent)))
+        text = self.role_instructions(agent) + "\n\n" + self.task_view(agent)
+        return TextObservation(fit_observation(text, self.config.max_observation_chars))
 
     def step(self, action: str | None) -> None:
         agent = self.agent_selection
@@ -415,7 +335,7 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
             return
         self._cumulative_rewards[agent] = 0.0
         self.before_action(agent)
-        text, reason = self._coerce_action(action)
+        text, reason = coerce_action(action, self.config.max_action_chars)
         if reason is not None:
             result = ActionResult(-self.config.format_penalty, valid=False, invalid_reason=reason)
         else:
@@ -494,41 +414,7 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
                 return record
         return None
 
-    def _coerce_action(self, action: Any) -> tuple[str, str | None]:
-        if isinstance(action, bytes):
-            action = action.decode("utf-8", errors="replace")
-        if not isinstance(action, str):
-            return "", f"the action must be a string, got {type(action).__name__}"
-        if len(action) > self.config.max_action_chars:
-            return action[: self.config.max_action_chars], (
-                f"the action has {len(action)} characters, more than max_action_chars="
-                f"{self.config.max_action_chars}"
-            )
-        return action, None
-
-    def _fit(self, text: str) -> str:
-        limit = self.config.max_observation_chars
-        if len(text) <= limit:
-            return text
-        keep = limit - len(CUT_MARKER)
-        head = keep // 4
-        return text[:head] + CUT_MARKER + text[len(text) - (keep - head) :]
-
     def _info(self, agent: str) -> dict[str, Any]:
-        record = self.last_record(agent)
-        last_action = None
-        if record is not None:
-            last_action = {
-                "turn": record.turn,
-                "valid": record.result.valid,
-                "parsed": record.result.parsed,
-                "invalid_reason": record.result.invalid_reason,
-                "reward": record.reward,
-                "reward_global": record.reward_global,
-                "reward_local": record.reward_local,
-                "team_state": record.team_state,
-                "alpha": self.config.alpha,
-            }
         messages = [
             {"role": "system", "content": self.role_instructions(agent)},
             {"role": "user", "content": self.task_view(agent)},
@@ -544,7 +430,7 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
             "role": agent,
             "messages": messages,
             **new,
-            "last_action": last_action,
+            "last_action": last_action_info(self.last_record(agent), self.config.alpha),
             "team_credit": self._team_credit.get(agent, 0.0),
             "success": bool(self.is_success(agent)),
             **self.extra_info(agent),

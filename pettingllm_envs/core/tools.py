@@ -7,8 +7,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
+from pettingllm_envs.core.actions import ActionResult
+from pettingllm_envs.core.env_config import TextEnvConfig
 from pettingllm_envs.core.parsing import find_code_block
-from pettingllm_envs.core.text_env import ActionResult, TextAECEnv, TextEnvConfig
+from pettingllm_envs.core.text_env import TextAECEnv
 from pettingllm_envs.sandbox import execute
 
 #: How much of a program's output later observations show.

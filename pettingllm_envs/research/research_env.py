@@ -71,153 +71,40 @@ cannot come from memory. Instances are drawn from ``Random(data_seed + index)`` 
 split by a hash of the world plus question. The scripted oracle parses the question by
 its template, delegates one hop at a time and, as sub, looks the entity up and reports
 the relation's value: it solves every instance from observations alone.
+
+**Modules.** How an action is read (:mod:`.commands`), the configuration (:mod:`.config`), the
+problem and delegation records (:mod:`.problem`), the knowledge base (:mod:`.knowledge_base`),
+which tool calls are paid (:mod:`.tool_credit`) and the oracle (:mod:`.oracle`) live beside
+this module, which holds the env itself.
 """
 
 from __future__ import annotations
 
 import random
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pettingzoo import AECEnv
 
 from pettingllm_envs.capabilities import Delegation as DelegationCapability
 from pettingllm_envs.capabilities import Voting
-from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
+from pettingllm_envs.core import ActionResult, TextAECEnv, make_parallel_env, wrap_env
+from pettingllm_envs.research.commands import command_keys, parse_command
+from pettingllm_envs.research.config import ResearchConfig
 from pettingllm_envs.research.knowledge_base import (
-    HOP_QUESTIONS,
     RELATIONS,
     TEMPLATES,
     Interpretation,
-    KnowledgeBase,
     generate_kb,
     interpret,
     normalize,
 )
+from pettingllm_envs.research.oracle import scripted_policy
+from pettingllm_envs.research.problem import Delegation, ResearchProblem
 from pettingllm_envs.research.tool_credit import Hop, question_hops, read_new_hop
 
+__all__ = ["ResearchConfig", "delegation", "env", "parallel_env", "raw_env", "scripted_policy", "voting"]
+
 ROLES = ("main", "sub")
-COMMANDS: dict[str, tuple[str, ...]] = {"main": ("DELEGATE", "ANSWER"), "sub": ("SEARCH", "LOOKUP", "REPORT")}
-#: A command line: optional markdown decoration, the command, a colon, one line of argument.
-COMMAND_LINE = re.compile(
-    r"^[ \t>*#_-]*(DELEGATE|ANSWER|SEARCH|LOOKUP|REPORT)[ \t*_]*:[ \t*_]*(.*?)[ \t*_]*$", re.MULTILINE | re.I
-)
-#: Longest accepted command argument (a sub-question, a query or an entity name).
-MAX_ARGUMENT_CHARS = 300
-
-
-def parse_command(agent: str, text: str) -> tuple[str | None, str, str | None]:
-    """(command, argument, reason it is invalid) of the last command line in ``text`` for ``agent``."""
-    matches = COMMAND_LINE.findall(text)
-    allowed = COMMANDS[agent]
-    if not matches:
-        return None, "", f"no command line was found; write one line starting with {' or '.join(allowed)}:"
-    command, argument = matches[-1][0].upper(), matches[-1][1].strip()
-    if command not in allowed:
-        return command, argument, f"the {agent} agent cannot use {command}; its commands are {', '.join(allowed)}"
-    if not argument:
-        return command, argument, f"{command}: needs an argument"
-    if len(argument) > MAX_ARGUMENT_CHARS:
-        return command, argument[:MAX_ARGUMENT_CHARS], (
-            f"the {command} argument has {len(argument)} characters, more than {MAX_ARGUMENT_CHARS}")
-    return command, argument, None
-
-
-@dataclass(frozen=True)
-class ResearchProblem:
-    """One question over its own knowledge base."""
-
-    kb: KnowledgeBase
-    question: str
-    entity: str
-    chain: tuple[str, ...]
-    path: tuple[str, ...]
-    """The entity reached after each hop; the last one is the answer."""
-
-    @property
-    def answer(self) -> str:
-        return self.path[-1]
-
-
-@dataclass
-class Delegation:
-    """One sub-agent call: the sub-question and what the sub did with it."""
-
-    index: int
-    question: str
-    check: Interpretation
-    calls: list[tuple[str, str, str]] = field(default_factory=list)
-    """(command, argument, result text) of each non-report action, invalid ones included."""
-    steps: int = 0
-    report: str | None = None
-    report_correct: bool = False
-    ended: str = "open"
-    """``open``, ``report``, ``budget`` (no report within the budget) or ``episode_end``."""
-    reward_own: float = 0.0
-    useful: bool = False
-    """Checkable, its answer is on the question's chain and not yet credited (see the docstring)."""
-    credited: bool = False
-    """Its report was a correct hop of a useful delegation (it earned ``report_reward``)."""
-
-
-@dataclass
-class ResearchConfig(TextEnvConfig):
-    """Configuration of ``research_v0``."""
-
-    alpha: float = 0.0
-    """Weight of the team reward (the final answer is right). 0 by default because the
-    main agent's correctness is already in its local reward (``main_correct_weight``) and
-    the sub's share is credited at the end (``sub_outcome_weight``); raise it to add the
-    team outcome to every action's reward."""
-    max_turns: int = 64
-    """Safety cap on turns (see ``TextEnvConfig``). The budgets below end an episode first
-    with the defaults: it has at most ``max_main_steps * (max_tool_calls + 2)`` actions."""
-    hops: int = 0
-    """Relations to follow per question: 2 or 3; 0 mixes both."""
-    max_delegations: int = 4
-    """Most ``DELEGATE`` actions per episode; later ones are invalid (the main must answer)."""
-    max_tool_calls: int = 4
-    """Non-report sub actions per delegation; the next action must be ``REPORT``."""
-    max_main_steps: int = 6
-    """Main actions (delegations, answers and invalid ones) before the episode is truncated."""
-    main_format_weight: float = 0.2
-    """a1 of M-GRPO's main reward: paid when the main agent gives a well-formed final answer."""
-    main_correct_weight: float = 1.0
-    """a2 of M-GRPO's main reward: paid when the final answer is right."""
-    report_reward: float = 0.5
-    """Paid to the sub for a report that answers its sub-question (a correct hop)."""
-    tool_call_reward: float = 0.05
-    """Paid to the sub for a tool call, in a useful delegation, that serves its sub-question (reads
-    a hop of it no earlier call read, :mod:`.tool_credit`); ``parsed["found"]`` says whether it was paid."""
-    sub_outcome_weight: float = 0.5
-    """Weight of the main agent's final correctness in each delegation's sub reward."""
-    search_results: int = 5
-    """Entities a ``SEARCH`` returns at most."""
-    people: int = 10
-    """People in each generated world (cities, countries, companies, universities below)."""
-    cities: int = 6
-    countries: int = 3
-    companies: int = 5
-    universities: int = 3
-
-    def validate(self) -> None:
-        super().validate()
-        if self.hops not in (0, 2, 3):
-            raise ValueError(f"hops must be 0 (mixed), 2 or 3, got {self.hops}")
-        if self.max_delegations < 1 or self.max_tool_calls < 0 or self.max_main_steps < 1:
-            raise ValueError("max_delegations and max_main_steps must be >= 1, max_tool_calls >= 0")
-        weights = (self.main_format_weight, self.main_correct_weight, self.report_reward, self.tool_call_reward,
-                   self.sub_outcome_weight)
-        if min(weights) < 0:
-            raise ValueError("reward weights must be >= 0, or a right answer could earn less than a wrong one")
-        if self.search_results < 1:
-            raise ValueError("search_results must be >= 1")
-        if min(self.people, self.cities, self.countries, self.companies, self.universities) < 1:
-            raise ValueError("every entity type needs at least one entity")
-        if self.cities < self.countries:
-            raise ValueError("every country needs a city: cities must be >= countries")
 
 
 class raw_env(TextAECEnv[ResearchProblem]):
@@ -519,16 +406,6 @@ def parallel_env(**config):
     return make_parallel_env(env(**config))
 
 
-def command_keys(env: AECEnv, agent: str, texts: Sequence[str]) -> list[tuple[str, str] | None]:
-    """The vote of each candidate action: its command and normalised argument (two answers
-    naming one entity are one vote, as the env judges them), None for an invalid action."""
-    keys: list[tuple[str, str] | None] = []
-    for text in texts:
-        command, argument, reason = parse_command(agent, text)
-        keys.append((command, normalize(argument)) if command is not None and reason is None else None)
-    return keys
-
-
 voting = Voting(keys=command_keys)
 
 
@@ -543,56 +420,3 @@ def delegation_rewards(env: AECEnv) -> list[float]:
 
 
 delegation = DelegationCapability(manager="main", worker="sub", served=delegation_served, rewards=delegation_rewards)
-
-
-# ---------------------------------------------------------------- oracle
-def _template_pattern(template: str) -> re.Pattern[str]:
-    return re.compile("^" + re.escape(template).replace(re.escape("{e}"), "(?P<e>.+?)") + "$")
-
-
-QUESTION_PATTERNS = [(_template_pattern(t), chain) for t, _, chain in TEMPLATES]
-HOP_PATTERNS = [(_template_pattern(q), relation) for relation, q in HOP_QUESTIONS.items()]
-QUESTION_LINE = re.compile(r"^Question: (.*)$", re.MULTILINE)
-DELEGATION_LINES = re.compile(r"^\d+\. Sub-question: (.*)\n   (?:Report: (.*)|No report.*)$", re.MULTILINE)
-SUB_QUESTION_LINE = re.compile(r"^Sub-question \d+ from the main agent: (.*)$", re.MULTILINE)
-
-
-def _match_template(text: str, patterns: list[tuple[re.Pattern[str], Any]]) -> tuple[str, Any] | None:
-    """(entity, payload) of the template that matches ``text`` with the shortest entity:
-    "In which country was {e} born?" also matches a 3-hop question, with e = "the founder of X"."""
-    matches = [(m.group("e"), payload) for pattern, payload in patterns if (m := pattern.match(text))]
-    return min(matches, key=lambda item: len(item[0]), default=None)
-
-
-def _oracle_main(observation: str) -> str:
-    question = QUESTION_LINE.search(observation)
-    found = _match_template(question.group(1), QUESTION_PATTERNS) if question else None
-    if found is None:
-        return "ANSWER: unknown"
-    (current, chain), hop = found, 0
-    for sub_question, report in DELEGATION_LINES.findall(observation):
-        if hop < len(chain) and report and sub_question == HOP_QUESTIONS[chain[hop]].format(e=current):
-            current, hop = report, hop + 1
-    if hop == len(chain):
-        return f"ANSWER: {current}"
-    return f"DELEGATE: {HOP_QUESTIONS[chain[hop]].format(e=current)}"
-
-
-def _oracle_sub(observation: str) -> str:
-    line = SUB_QUESTION_LINE.search(observation)
-    found = _match_template(line.group(1), HOP_PATTERNS) if line else None
-    if found is None:
-        return "REPORT: unknown"
-    entity, relation = found
-    block = re.search(rf"^{re.escape(entity)} \(\w+\): .*((?:\n  \w+: .*)+)", observation, re.MULTILINE)
-    if block is None:
-        return f"LOOKUP: {entity}"
-    value = re.search(rf"^  {relation}: (.*)$", block.group(1), re.MULTILINE)
-    return f"REPORT: {value.group(1)}" if value else "REPORT: unknown"
-
-
-def scripted_policy(observation: str, agent: str, info: dict) -> str:
-    """Oracle from observations alone: the main agent recognises the question's template and
-    delegates one hop at a time (continuing from the last right report); the sub-agent
-    looks up the entity of its sub-question and reports the relation's value."""
-    return _oracle_main(observation) if agent == "main" else _oracle_sub(observation)

@@ -284,7 +284,7 @@ JUNK = ["", "asdf", "[resign]", "[draw]", "[quit]", "[pass]"]
 
 
 def junk_against_random(game: str, junker: str, junk: str) -> Any:
-    from pettingllm_envs.bridges.textarena_env import random_legal_policy
+    from pettingllm_envs.bridges.textarena_policies import random_legal_policy
 
     env = ta_env(game, 1, max_turns=30)
     opponent = random_legal_policy(0)

@@ -29,8 +29,8 @@ from pettingllm_envs.math.math_env import program_answer
 from pettingllm_envs.math.verify import extract_boxed, normalize_answer, parse_number, verify
 from pettingllm_envs.planning.moves import MOVES, parse_moves
 from pettingllm_envs.policies import scripted_policy
+from pettingllm_envs.research.commands import COMMANDS, parse_command
 from pettingllm_envs.research.knowledge_base import generate_kb, interpret, normalize
-from pettingllm_envs.research.research_env import COMMANDS, parse_command
 
 EXAMPLES = int(os.environ.get("PETTINGLLM_FUZZ_EXAMPLES", "40"))
 #: Stepping an env costs a sandbox run for tool roles and hidden tests for code_v0: fewer examples.

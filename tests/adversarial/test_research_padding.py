@@ -16,7 +16,7 @@ import pytest
 
 import pettingllm_envs
 from pettingllm_envs.episodes import play_episode
-from pettingllm_envs.research.research_env import scripted_policy
+from pettingllm_envs.research.oracle import scripted_policy
 
 CONFIG = {"hops": 2}
 

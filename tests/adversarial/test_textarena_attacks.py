@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("textarena")
 
 import pettingllm_envs
-from pettingllm_envs.bridges.textarena_env import scripted_policy
+from pettingllm_envs.bridges.textarena_policies import scripted_policy
 from pettingllm_envs.episodes import play_episode
 
 ENV_ID = "textarena_v0"
