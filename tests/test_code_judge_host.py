@@ -13,19 +13,12 @@ import textwrap
 import warnings
 
 from pettingllm_envs.code.datasets import AssertTest, humaneval
-from pettingllm_envs.code.judge import (
-    SIMPLE_REPLY,
-    Suite,
-    answer_in_one_process,
-    answer_on_host,
-    call_text,
-    host_plans,
-    judge_many,
-    one_process_jobs,
-    read_reply,
-    recorded_calls,
-    wire_call,
-)
+from pettingllm_envs.code.judge.host_checks import answer_on_host, host_plans
+from pettingllm_envs.code.judge.one_process import answer_in_one_process, one_process_jobs
+from pettingllm_envs.code.judge.recording import call_text, recorded_calls
+from pettingllm_envs.code.judge.replies import SIMPLE_REPLY, read_reply, wire_call
+from pettingllm_envs.code.judge.scheduler import judge_many
+from pettingllm_envs.code.judge.suite import Suite
 
 
 def replies_for(expected: object) -> list[tuple]:
@@ -175,7 +168,7 @@ def test_the_tests_asserts_hold_when_the_host_runs_python_with_O():
     wrong code then passed every replayed hidden test and every driver-run test."""
     script = textwrap.dedent("""
         from pettingllm_envs.code.datasets import AssertTest, humaneval
-        from pettingllm_envs.code.judge import judge_many
+        from pettingllm_envs.code.judge.scheduler import judge_many
         problem = humaneval().get("HumanEval/53")
         tests = (*problem.tests, AssertTest("", "assert add(2, 3) == 5"))  # the last one is a tester's (driver)
         print(sum(o.passed for o in judge_many(problem, [("def add(x, y):\\n    return 0", t) for t in tests])))

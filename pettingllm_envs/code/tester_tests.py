@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 
 from pettingllm_envs.code.datasets import AssertTest, CodeProblem, IOTest, Test, assert_prefix, split_statements
-from pettingllm_envs.code.driver import clip
+from pettingllm_envs.code.judge.sandboxed.loading import clip
 from pettingllm_envs.core.parsing import find_code_block
 
 __all__ = ["IO_PAIR", "MAX_TEST_DEPTH", "format_tests", "parse_tests", "show_test", "tree_depth"]

@@ -1,6 +1,6 @@
 """Verdicts of ``code_v0`` judged once per env family: a bounded, thread-safe LRU of
-:class:`~pettingllm_envs.code.judge.Outcome` keyed by (problem, code, test, perturbed), in
-front of :func:`~pettingllm_envs.code.judge.judge_jobs`.
+:class:`~pettingllm_envs.code.judge.suite.Outcome` keyed by (problem, code, test, perturbed), in
+front of :func:`~pettingllm_envs.code.judge.scheduler.judge_jobs`.
 
 An env and all its deep copies share one cache, so AT-GRPO's branches that write the same
 code (or the same tests) do not rerun it in the sandbox. A verdict depends only on its key
@@ -19,7 +19,8 @@ from typing import Any
 from uuid import uuid4
 
 from pettingllm_envs.code.datasets import CodeProblem, Test
-from pettingllm_envs.code.judge import Outcome, judge_jobs
+from pettingllm_envs.code.judge.scheduler import judge_jobs
+from pettingllm_envs.code.judge.suite import Outcome
 from pettingllm_envs.core.process_shared import reduce_to_key
 
 __all__ = ["CacheKey", "OutcomeCache"]

