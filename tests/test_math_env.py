@@ -7,7 +7,6 @@ import random
 import re
 
 import pytest
-from conformance import assert_reset_repeats, split_keys
 
 import pettingllm_envs
 from pettingllm_envs.math import math_v0
@@ -21,6 +20,7 @@ from pettingllm_envs.math.datasets import (
 )
 from pettingllm_envs.math.generator import TEMPLATES, generate_problem
 from pettingllm_envs.math.math_env import MathConfig, program_answer, raw_env
+from pettingllm_envs.testing import check_reset_repeats, check_split_disjointness
 
 RIGHT, WRONG = "right", "wrong"
 
@@ -75,8 +75,8 @@ def test_generated_answers_match_hand_computation():
 
 def test_splits_are_disjoint_and_deterministic():
     env = raw_env()
-    split_keys(env, 200)  # the key is the question
-    assert_reset_repeats(env, 5)
+    check_split_disjointness(env, 200)  # the key is the question
+    check_reset_repeats(env, 5)
 
 
 def test_difficulty_config_fixes_the_level():

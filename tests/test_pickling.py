@@ -1,7 +1,8 @@
 """Envs pickle at any point of an episode and continue identically, in this process and in a
 fresh one, with their heavy resources (datasets, the verdict cache, the sandbox's and the
 math verifier's process pools) carried by reference, never by value. The per-step check of
-every registered env is in the conformance battery (tests/test_registry_envs.py)."""
+every registered env is in the conformance battery (``pettingllm_envs.testing``, run by
+tests/test_registry_envs.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import weakref
 from typing import Any
 
 import pytest
-from conformance import continue_episode, mixed_policy, pickle_round_trip, snapshot
 from test_reasoning_gym_env import FAST_DATASETS, SLOW_DATASETS
 
 import pettingllm_envs
@@ -25,9 +25,9 @@ from pettingllm_envs.core.process_shared import ResourceReference, by_reference
 from pettingllm_envs.math import bounded
 from pettingllm_envs.policies import scripted_policy
 from pettingllm_envs.sandbox import executor
+from pettingllm_envs.testing import continue_episode, mixed_policy, pickle_round_trip, snapshot
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(TESTS)
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: TextArena games that draw random numbers during play: their continuation depends on the env's own random state.
 RANDOM_GAMES = ["KuhnPoker-v0", "LiarsDice-v0", "PigDice-v0"]
 
@@ -39,12 +39,11 @@ CONTINUATION_SEED = 11
 #: oracle has only what the infos entry names), and write back what happened.
 CONTINUE_IN_A_FRESH_PROCESS = """
 import pickle, random, sys
-sys.path.insert(0, sys.argv[1])
-from conformance import continue_episode, mixed_policy
 from pettingllm_envs.core.process_shared import ResourceReference, by_reference
 from pettingllm_envs.math import bounded
 from pettingllm_envs.policies import scripted_policy
 from pettingllm_envs.sandbox import executor
+from pettingllm_envs.testing import continue_episode, mixed_policy
 
 random.seed(12345)
 cases, singletons, family, seed = pickle.load(sys.stdin.buffer)
@@ -85,7 +84,7 @@ def test_envs_pickled_mid_episode_continue_identically_in_a_fresh_process():
     payload = pickle.dumps(([(env_id, pickle.loads(data), len(trace)) for (env_id, _), (data, trace, _)
                              in zip(cases, played, strict=True)],
                             [executor._CLIENT, bounded._POOL], family_pickles, CONTINUATION_SEED))
-    done = subprocess.run([sys.executable, "-c", CONTINUE_IN_A_FRESH_PROCESS, TESTS], input=payload,
+    done = subprocess.run([sys.executable, "-c", CONTINUE_IN_A_FRESH_PROCESS], input=payload,
                           capture_output=True, cwd=REPO, timeout=600, check=False)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     results, singleton_types, singletons_are_the_process_own, caches = pickle.loads(done.stdout)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conformance import assert_reset_repeats, assert_truncates_without_success, split_keys
 
 from pettingllm_envs.planning.moves import parse_moves
 from pettingllm_envs.planning.plan_path import PlanPathConfig, bfs_distances, raw_env, shortest_moves
+from pettingllm_envs.testing import check_reset_repeats, check_split_disjointness, check_truncation
 
 
 def fresh(seed: int = 0, **config) -> raw_env:
@@ -32,8 +32,8 @@ def test_instances_are_reachable_and_respect_min_distance():
 
 def test_splits_are_disjoint_and_deterministic():
     env = raw_env()
-    split_keys(env, 300)
-    assert_reset_repeats(env, 3)
+    check_split_disjointness(env, 300)
+    check_reset_repeats(env, 3)
 
 
 def test_config_validation():
@@ -127,7 +127,7 @@ def test_planner_sees_the_tools_output_of_the_same_turn():
 
 
 def test_truncation_at_max_turns_and_success_flag():
-    assert_truncates_without_success("plan_path_v0")
+    check_truncation(raw_env(max_turns=2), by_truncation=True)
 
 
 def test_alpha_weights_the_global_reward():

@@ -16,7 +16,6 @@ import pytest
 
 pytest.importorskip("reasoning_gym")
 
-from conformance import JUNK_ACTIONS, continue_episode, mixed_policy, pickle_round_trip, step_junk_actions
 from pettingzoo.test import api_test, parallel_api_test, seed_test
 
 import pettingllm_envs
@@ -24,6 +23,7 @@ from pettingllm_envs.bridges import reasoning_gym_datasets as catalogue
 from pettingllm_envs.bridges.reasoning_gym_env import scripted_policy
 from pettingllm_envs.core import split_of
 from pettingllm_envs.episodes import play_episode
+from pettingllm_envs.testing import JUNK_ACTIONS, continue_episode, mixed_policy, pickle_round_trip, step_junk_actions
 
 ENV_ID = "reasoning_gym_v0"
 FAST_DATASETS = ["basic_arithmetic", "countdown", "gsm_symbolic", "knights_knaves", "maze", "spiral_matrix"]

@@ -6,13 +6,13 @@ import copy
 import time
 
 import pytest
-from conformance import assert_truncates_without_success, split_keys
 
 import pettingllm_envs
 from pettingllm_envs.planning import moves as shared_moves
 from pettingllm_envs.planning import plan_path
 from pettingllm_envs.planning.sokoban import SokobanConfig, raw_env, read_board, scripted_policy
 from pettingllm_envs.planning.sokoban_board import Level, board_text, push_distances, reverse_play, solve
+from pettingllm_envs.testing import check_split_disjointness, check_truncation
 
 HEADER = "Board (0 rows x 0 cols; legend):"
 
@@ -116,7 +116,7 @@ def test_generation_is_fast_and_deterministic():
 
 def test_splits_are_disjoint_and_keys_canonical():
     env = raw_env()
-    split_keys(env, 200)
+    check_split_disjointness(env, 200)
     level = make_level(LINE)
     moved = Level(level.grid, level.goals, level.boxes, (3, 5), level.solution, level.push_distance)
     assert env.instance_key(moved) == env.instance_key(level)
@@ -279,7 +279,7 @@ def test_oracle_answers_with_an_optimal_solution():
 
 
 def test_truncation_at_max_turns_and_alpha():
-    assert_truncates_without_success("sokoban_v0")
+    check_truncation(pettingllm_envs.make("sokoban_v0", max_turns=2), by_truncation=True)
     env = env_on(LINE, alpha=0.25)
     last = planner_step(env, "RR")
     assert last["reward"] == pytest.approx(0.25 * last["reward_global"] + last["reward_local"])

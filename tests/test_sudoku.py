@@ -6,11 +6,11 @@ import random
 import time
 
 import pytest
-from conformance import assert_reset_repeats, split_keys
 
 import pettingllm_envs
 from pettingllm_envs.games.sudoku import SudokuConfig, parse_answer, raw_env
 from pettingllm_envs.games.sudoku_board import BOX, count_solutions, generate_puzzle, solve
+from pettingllm_envs.testing import check_reset_repeats, check_split_disjointness
 
 # A well-known 9x9 puzzle with a unique solution (30 givens).
 CLASSIC = tuple(int(ch) for ch in (
@@ -86,8 +86,8 @@ def test_9x9_generator_is_fast():
 
 def test_splits_are_disjoint_and_deterministic():
     env = raw_env(size=4)
-    assert len(split_keys(env, 200)["test"]) > 50  # many distinct test puzzles, not one repeated
-    assert_reset_repeats(env, 7)
+    assert len(check_split_disjointness(env, 200)["test"]) > 50  # many distinct test puzzles, not one repeated
+    check_reset_repeats(env, 7)
 
 
 def test_config_validation():

@@ -13,14 +13,13 @@ the states before that role's actions in oracle play and in play where the role 
 math's and reasoning-gym's "team answer already right" states are among them), each junk
 action (empty, random printable, binary-ish, over-long) is compared with the env's trivial
 wrong attempt (:data:`WRONG`): its step reward, and the role's return from that state when
-it keeps repeating the action while the other roles play the oracle.
+it keeps repeating the action while the other roles play the oracle
+(``pettingllm_envs.testing.check_junk_never_beats_wrong``, the probe any env's author runs).
 """
 
 from __future__ import annotations
 
 import copy
-import random
-import string
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +28,8 @@ from reasoning_gym_play import wrong_answer
 
 import pettingllm_envs
 from pettingllm_envs.policies import scripted_policy
+from pettingllm_envs.testing import check_junk_never_beats_wrong
+from pettingllm_envs.testing.integrity import junk_replies, step_reward
 
 Action = Callable[[Any, str], str]
 #: Small configurations (the bridges' defaults: ConnectFour, basic_arithmetic).
@@ -120,65 +121,8 @@ WRONG: dict[str, Action] = {
 }
 
 
-def junk_actions(env: Any) -> dict[str, str]:
-    rng = random.Random(0)
-    return {
-        "empty": "",
-        "random printable": "".join(rng.choice(string.printable) for _ in range(300)),
-        "binary-ish": "".join(chr(rng.randrange(0, 256)) for _ in range(300)) + "\x00\ufffd\udc80",
-        "huge": "7" * (env.config.max_action_chars + 1),
-    }
-
-
 def make(env_id: str) -> Any:
     return pettingllm_envs.make(env_id, **CONFIGS.get(env_id, {})).unwrapped
-
-
-def live(env: Any) -> bool:
-    agent = env.agent_selection
-    return not (env.terminations[agent] or env.truncations[agent])
-
-
-def states_per_role(env_id: str, seed: int) -> dict[str, list[Any]]:
-    """For each role, copies of the env before its actions: in oracle play, then in play where
-    one role gives the wrong attempt (its teammates' right answers then stand when it acts)."""
-    oracle = scripted_policy(env_id)
-    roles = make(env_id).possible_agents
-    states: dict[str, list[Any]] = {role: [] for role in roles}
-    for erring in (None, *roles):
-        env = make(env_id)
-        env.reset(seed=seed)
-        for _ in range(12):
-            if not live(env):
-                break
-            agent = env.agent_selection
-            if len(states[agent]) < STATES_PER_ROLE:
-                states[agent].append(copy.deepcopy(env))
-            action = WRONG[env_id](env, agent) if agent == erring else oracle(env.observe(agent), agent,
-                                                                              env.infos[agent])
-            env.step(action)
-    return states
-
-
-def step_reward(env: Any, agent: str, action: str) -> float:
-    branch = copy.deepcopy(env)
-    branch.step(action)
-    return branch.infos[agent]["last_action"]["reward"]
-
-
-def return_repeating(env: Any, agent: str, action: Action) -> float:
-    """``agent``'s return from ``env`` on, when it plays ``action`` every time and the others the oracle."""
-    branch = copy.deepcopy(env)
-    oracle = scripted_policy(branch.metadata["name"])
-    total = 0.0
-    for _ in range(60):
-        if not live(branch):
-            break
-        acting = branch.agent_selection
-        branch.step(action(branch, acting) if acting == agent else oracle(branch.observe(acting), acting,
-                                                                           branch.infos[acting]))
-        total += branch.rewards[agent]
-    return total
 
 
 #: Envs where junk still beats the trivial wrong attempt, and why (strict: fixing one fails the test).
@@ -191,19 +135,8 @@ OPEN: dict[str, str] = {}  # env id -> why junk still beats a wrong attempt ther
     for env_id in pettingllm_envs.list_envs()])
 def test_junk_earns_no_more_than_a_wrong_attempt_per_step_and_per_episode(env_id):
     assert set(WRONG) >= set(pettingllm_envs.list_envs()), "a new env needs its trivial wrong attempt in WRONG"
-    for seed in SEEDS:
-        for agent, states in states_per_role(env_id, seed).items():
-            assert states, (env_id, agent)
-            for env in states:
-                wrong = WRONG[env_id](env, agent)
-                wrong_step = step_reward(env, agent, wrong)
-                wrong_return = return_repeating(env, agent, WRONG[env_id])
-                for name, junk in junk_actions(env).items():
-                    junk_step = step_reward(env, agent, junk)
-                    assert junk_step <= wrong_step + 1e-9, (env_id, seed, agent, env.turn, name, junk_step, wrong_step)
-                    junk_return = return_repeating(env, agent, lambda _env, _agent, junk=junk: junk)
-                    assert junk_return <= wrong_return + 1e-9, (env_id, seed, agent, env.turn, name, junk_return,
-                                                                wrong_return)
+    check_junk_never_beats_wrong(lambda: make(env_id), WRONG[env_id],
+                                 policy=scripted_policy(env_id), seeds=SEEDS, per_role=STATES_PER_ROLE)
 
 
 @pytest.mark.parametrize("env_id", ["math_v0", "reasoning_gym_v0"])
@@ -216,7 +149,7 @@ def test_junk_after_a_right_team_answer_costs_more_than_a_wrong_answer(env_id):
     env.step(scripted_policy(env_id)(env.observe("reasoner"), "reasoner", env.infos["reasoner"]))
     assert env.team_correct and env.agent_selection == "tool"
     wrong = step_reward(env, "tool", WRONG[env_id](env, "tool"))
-    for name, junk in junk_actions(env).items():
+    for name, junk in junk_replies(env).items():
         branch = copy.deepcopy(env)
         branch.step(junk)
         assert not branch.team_correct and branch.answers["tool"] is None, name
