@@ -128,13 +128,13 @@ def warm_start(model_dir: Path, out_dir: Path, *, steps: int, batch: int, lr: fl
 
     import pettingllm_envs
     from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.algorithms.variants import condition
     from trainers.models.policy_set import PolicySet
     from trainers.rollout.episodes import agent_prompt
-    from trainers.algorithms.variants import condition
 
     torch.manual_seed(seed)
     config = TrainConfig(model=str(model_dir), env="math_v0", lr=lr, device="cpu")
-    policies = PolicySet(config, ["reasoner"])
+    policies = PolicySet(config.model_spec(), config.policy_for_roles(["reasoner"]))
     eos = policies.eos_ids[0]
     env = pettingllm_envs.make("math_v0")
     conditions: list[str | None] = [None, *variants]
@@ -182,13 +182,13 @@ def self_consistency(model: Path, args: argparse.Namespace) -> dict[str, Any]:
     import pettingllm_envs
     from pettingllm_envs.capabilities import Voting, capability
     from trainers.algorithms.atgrpo.config import DEFAULT_PROMPT_VARIANTS, TrainConfig
-    from trainers.models.policy_set import PolicySet
     from trainers.algorithms.self_consistency import evaluate_self_consistency
+    from trainers.models.policy_set import PolicySet
 
     torch.manual_seed(args.seeds[0])
     config = TrainConfig(model=str(model), env="math_v0", temperature=args.temperature,
                          max_new_tokens=args.max_new_tokens, device="cpu")
-    policies = PolicySet(config, ["reasoner", "tool"])
+    policies = PolicySet(config.model_spec(), config.policy_for_roles(["reasoner", "tool"]))
     report = evaluate_self_consistency(policies, "shared", lambda: pettingllm_envs.make("math_v0"),
                                        range(args.eval_problems), args.g, voting=capability("math_v0", Voting),
                                        variants=DEFAULT_PROMPT_VARIANTS)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
+import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pettingzoo
 from pettingzoo.classic import tictactoe_v3
 
 import pettingllm_envs
@@ -115,8 +118,16 @@ def print_markdown_table(columns: list[str], rows: list[str], *, left: int = 2) 
     print("\n".join(rows))
 
 
+def machine() -> dict[str, Any]:
+    """What a run measured on: timings depend on the cores, the load and the versions."""
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "pettingzoo": pettingzoo.__version__,
+            "load_average_1min": round(os.getloadavg()[0], 1)}
+
+
 def write_results(results: dict[str, Any], out: str) -> dict[str, Any]:
-    """Write ``results`` as JSON to ``out`` (its folder made) and return them."""
+    """Write ``results`` with the :func:`machine` they were measured on as JSON to ``out`` (its folder made),
+    and return them."""
+    results = {**results, "machine": machine()}
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2))

@@ -68,10 +68,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import torch
 
     from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.algorithms.atgrpo.train import Trainer
     from trainers.distributed.config import DistributedConfig
     from trainers.distributed.trainer import DistributedTrainer
     from trainers.models.tiny_model import write_tiny_model
-    from trainers.algorithms.atgrpo.train import Trainer
 
     with tempfile.TemporaryDirectory() as tmp:
         model = write_tiny_model(Path(tmp) / "model", **SHAPES[args.shape])

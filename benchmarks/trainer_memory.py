@@ -83,10 +83,11 @@ def old_token_logprobs(policies: Any, model: Any, prompts: Sequence[Sequence[int
     import torch
     import torch.nn.functional as F
 
-    from trainers.models.policy_set import KV_CACHE_FIELD
+    from trainers.models.scoring import KV_CACHE_FIELD, encode_prompts
 
     width = max(len(c) for c in completions)
-    cache, first_logits, prompt_mask, next_position = policies._encode_prompts(model, prompts)
+    cache, first_logits, prompt_mask, next_position = encode_prompts(model, prompts, pad_id=policies.pad_id,
+                                                                     device=policies.device)
     completion_ids = torch.tensor([list(c) + [policies.pad_id] * (width - len(c)) for c in completions])
     completion_mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in completions])
     logits = first_logits[:, None]
@@ -96,7 +97,7 @@ def old_token_logprobs(policies: Any, model: Any, prompts: Sequence[Sequence[int
         rest = model(input_ids=completion_ids[:, :-1], attention_mask=None if bool(attention.all()) else attention,
                      position_ids=positions, use_cache=True, **{KV_CACHE_FIELD: cache}).logits
         logits = torch.cat([logits, rest], dim=1)
-    logp = F.log_softmax(logits.float() / policies.config.temperature, dim=-1)
+    logp = F.log_softmax(logits.float() / policies.spec.temperature, dim=-1)
     return logp.gather(2, completion_ids[..., None]).squeeze(2), completion_mask.float()
 
 
@@ -134,7 +135,7 @@ def run_configuration(model_dir: str, name: str, args: argparse.Namespace) -> di
     setting = CONFIGURATIONS[name]
     config = TrainConfig(model=model_dir, device="cpu", lr=1e-6, logprob_chunk_size=setting["logprob_chunk_size"],
                          gradient_checkpointing=setting["gradient_checkpointing"])
-    policies = PolicySet(config, ["player"])
+    policies = PolicySet(config.model_spec(), config.policy_for_roles(["player"]))
     generator = torch.Generator().manual_seed(0)
     vocab = policies.models["shared"].config.vocab_size
     prompt = torch.randint(0, vocab, (args.prompt_tokens,), generator=generator).tolist()

@@ -167,8 +167,8 @@ def compare(shape: str, prompts: int, n: int, tokens: int, repeats: int) -> dict
 
 def tree_overhead(steps: int) -> dict[str, float]:
     from trainers.algorithms.atgrpo.config import TrainConfig
-    from trainers.models.tiny_model import write_tiny_model
     from trainers.algorithms.atgrpo.train import Trainer
+    from trainers.models.tiny_model import write_tiny_model
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = write_tiny_model(Path(tmp) / "model")

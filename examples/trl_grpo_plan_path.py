@@ -20,8 +20,8 @@ from transformers.utils.logging import enable_progress_bar
 from trl import GRPOConfig, GRPOTrainer
 
 from pettingllm_envs.cli.output import quiet_model_libraries
-from trainers.models.tiny_model import write_tiny_model
 from trainers.integrations.trl_adapter import EnvRoleReward, role_prompt_dataset
+from trainers.models.tiny_model import write_tiny_model
 
 
 def main() -> None:

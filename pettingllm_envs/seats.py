@@ -2,8 +2,9 @@
 
 A *seat* is a :data:`~pettingllm_envs.policies.Policy` (``(observation, agent, info) -> action``)
 bound to a role. :func:`make_seat` builds one from a spec string, the one place where
-spec strings are parsed (the evaluation suite, the CLI, the Ray backend and every bridge
-use it):
+spec strings are parsed (the evaluation suite, the CLI, the Ray backend, every bridge and the
+AT-GRPO trainer's ``seats`` use it; :func:`seat_assignments` reads the command line's
+``role=SPEC`` lists):
 
 =============================  =====================================================
 ``scripted``                   the env's oracle (``scripted_policy(env_id)``)
@@ -38,9 +39,10 @@ from pettingllm_envs.policies import NAMED_POLICIES, Policy, random_policy, scri
 from pettingllm_envs.registry import make
 from pettingllm_envs.terminal import RULE, read_move
 
+#: Every spec string :func:`make_seat` accepts, as help texts name them.
+SEAT_SPECS = "scripted, random, human, openai:<model>@<base_url>, hf:<model folder>"
 #: Every form :func:`make_seat` accepts, as error messages name them.
-SEAT_FORMS = ("scripted, random, human, openai:<model>@<base_url>, hf:<model folder>, "
-              "or a callable (observation, agent, info) -> action")
+SEAT_FORMS = f"{SEAT_SPECS}, or a callable (observation, agent, info) -> action"
 
 #: Entry-point group of the model backends behind ``<name>:<argument>`` specs: the entry point
 #: ``name`` is ``completer(argument, *, max_tokens, usage) -> complete(messages) -> str``. The env
@@ -142,6 +144,29 @@ def make_seat(spec: str | Policy, env_id: str, *, seed: int = 0, max_tokens: int
     if not isinstance(spec, str):
         raise TypeError(f"a seat is a spec string or a callable, got {type(spec).__name__}: the forms are {SEAT_FORMS}")
     return build_policy(spec, env_id, "multi", max_tokens, seed)[0]
+
+
+def seat_assignments(value: Any) -> Any:
+    """Role -> seat spec from the command line's ``role=SPEC[,role=SPEC]`` text (or a list of
+    ``role=SPEC`` items, one per repeated option); a mapping or YAML text (``{role: SPEC}``) is
+    returned unchanged for the caller's own checks. Raises ``ValueError`` naming a malformed item
+    or a role given twice."""
+    if isinstance(value, str):
+        if value.lstrip().startswith("{") or "=" not in value:
+            return value
+        value = value.split(",")
+    elif not isinstance(value, list | tuple):
+        return value
+    seats: dict[str, str] = {}
+    for item in value:
+        role, _, spec = str(item).partition("=")
+        role, spec = role.strip(), spec.strip()
+        if not role or not spec:
+            raise ValueError(f"{str(item).strip()!r} is not role=SPEC (SPEC: {SEAT_SPECS})")
+        if role in seats:
+            raise ValueError(f"the role {role!r} is given two seats")
+        seats[role] = spec
+    return seats
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from trainers.models.policy_set import sample_categorical
+from trainers.generation.sampling import sample_categorical
 
 
 def float32_unreachable(probs: torch.Tensor) -> torch.Tensor:

@@ -349,7 +349,8 @@ def test_tiny_model_loads_with_from_pretrained_and_prints_no_library_bars(tmp_pa
 
 @pytest.mark.slow
 def test_the_module_entry_points_are_the_cli_commands():
-    proc = subprocess.run([sys.executable, "-m", "trainers.algorithms.mgrpo.train", "--mode", "nope"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "trainers.algorithms.mgrpo.train", "--mode", "nope"],
+                          capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
     assert "config field 'mode': got 'nope'" in proc.stderr and "mgrpo, frozen_sub, single" in proc.stderr

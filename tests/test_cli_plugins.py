@@ -189,9 +189,12 @@ def test_no_module_of_the_env_package_imports_trainers():
 
 def test_the_scan_finds_every_way_of_importing_trainers(tmp_path):
     sample = tmp_path / "sample.py"
-    sample.write_text("import trainers.algorithms.atgrpo.train\ndef f():\n    from trainers.harness.plot import plot_run\n"
-                      "import importlib\nimportlib.import_module('trainers.algorithms.variants')\nENTRY = 'trainers.x:main'\n"
+    sample.write_text("import trainers.algorithms.atgrpo.train\ndef f():\n"
+                      "    from trainers.harness.plot import plot_run\n"
+                      "import importlib\nimportlib.import_module('trainers.algorithms.variants')\n"
+                      "ENTRY = 'trainers.x:main'\n"
                       "DOC = 'the trainers package, trainers.algorithms.atgrpo.train'\nimport trainers_other\n")
     assert sorted(_trainer_references(sample)) == [
-        "from trainers.harness.plot import ...", "import trainers.algorithms.atgrpo.train", "string 'trainers.algorithms.variants'",
+        "from trainers.harness.plot import ...", "import trainers.algorithms.atgrpo.train",
+        "string 'trainers.algorithms.variants'",
         "string 'trainers.x:main'"]

@@ -30,8 +30,8 @@ from pettingllm_envs.capabilities import Delegation, capability
 from pettingllm_envs.core import TextAECEnv
 from pettingllm_envs.policies import scripted_policy
 from trainers.algorithms.mgrpo.rollout import hierarchical_rollout
-from trainers.rollout.episodes import advance_dead, episode_over, independent_rollout, tree_rollout
 from trainers.algorithms.variants import first_turn_rollout
+from trainers.rollout.episodes import advance_dead, episode_over, independent_rollout, tree_rollout
 
 JUNK = ["", "no idea", "\x00\x01 garbage ]]]", "ANSWER: 7\nMOVES: U\nMOVE: 1"]
 

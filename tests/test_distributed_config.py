@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from pettingllm_envs.cli import main
-from trainers.algorithms.atgrpo.config import ConfigError, TrainConfig
+from trainers.algorithms.atgrpo.config import TrainConfig
 from trainers.cli.train_ray import parse
 from trainers.distributed.config import DistributedConfig, check_layout, distributed_config
+from trainers.harness.errors import ConfigError
 
 
 def test_defaults_are_valid_and_strings_are_coerced():

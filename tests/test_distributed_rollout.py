@@ -16,8 +16,8 @@ from trainers.distributed.cluster import ActorFailed, Pools  # noqa: E402
 from trainers.distributed.config import DistributedConfig  # noqa: E402
 from trainers.distributed.engine import RayGenerator  # noqa: E402
 from trainers.distributed.rollout import EnvFactory, RolloutPool  # noqa: E402
-from trainers.rollout.episodes import drive_tree, tree_rollout  # noqa: E402
 from trainers.maths.seeding import RequestSeeds  # noqa: E402
+from trainers.rollout.episodes import drive_tree, tree_rollout  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -125,6 +125,7 @@ def test_engine_actors_sample_what_the_in_process_sampler_samples(ray_cluster, t
     an error naming the policy's engines."""
     import torch
 
+    from trainers.generation.transformers_backend import generate
     from trainers.models.policy_set import PolicySet
 
     config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=6, env=TOY, device="cpu")
@@ -134,13 +135,13 @@ def test_engine_actors_sample_what_the_in_process_sampler_samples(ray_cluster, t
     pools = Pools(dist, ["shared"])
     generator = RayGenerator(config, dist, roles, pools.engines)
     try:
-        local = PolicySet(config, roles)
+        local = PolicySet(config.model_spec(), config.policy_for_roles(roles))
         prompts = [local.encode_prompt([{"role": "user", "content": f"problem {i}"}]).ids for i in range(3)]
         seeds = RequestSeeds(5)
         seeds.begin("train", 0)
         call = seeds.next_call(len(prompts), 4)
         remote = generator.generate("shared", prompts, 4, seeds=call)
-        here = local.generate("shared", prompts, 4, seeds=call)
+        here = generate(local, "shared", prompts, 4, seeds=call)
         assert [g.completion_ids for g in remote] == [g.completion_ids for g in here]
         assert all(torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5)
                    for a, b in zip(remote, here, strict=True))
@@ -150,8 +151,8 @@ def test_engine_actors_sample_what_the_in_process_sampler_samples(ray_cluster, t
         with local.active("shared") as model:
             generator.sync("shared", model)
         after = generator.generate("shared", prompts, 4, seeds=call)
-        assert [g.completion_ids for g in after] == [g.completion_ids for g in local.generate(
-            "shared", prompts, 4, seeds=call)]
+        assert [g.completion_ids for g in after] == [g.completion_ids for g in generate(
+            local, "shared", prompts, 4, seeds=call)]
         assert [g.completion_ids for g in after] != [g.completion_ids for g in here]
         ray.kill(generator.engines["shared"][1], no_restart=True)  # a dead engine fails the call, with its name
         with pytest.raises(ActorFailed, match=r"the generation engines of 'shared' died"):
@@ -166,6 +167,7 @@ def test_a_lora_engine_follows_the_pushed_adapter(ray_cluster, tiny_model_dir):
     the trainer's own model samples."""
     import torch
 
+    from trainers.generation.transformers_backend import generate
     from trainers.models.policy_set import PolicySet
 
     config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=6, env=TOY, device="cpu", lora=True,
@@ -175,16 +177,16 @@ def test_a_lora_engine_follows_the_pushed_adapter(ray_cluster, tiny_model_dir):
     pools = Pools(dist, ["second"])
     generator = RayGenerator(config, dist, ["first", "second"], pools.engines)
     try:
-        local = PolicySet(config, ["second"])
+        local = PolicySet(config.model_spec(), config.policy_for_roles(["second"]))
         prompts = [local.encode_prompt([{"role": "user", "content": f"problem {i}"}]).ids for i in range(2)]
         seeds = list(range(100, 106))
-        before = [g.completion_ids for g in local.generate("second", prompts, 3, seeds=seeds)]
+        before = [g.completion_ids for g in generate(local, "second", prompts, 3, seeds=seeds)]
         with torch.no_grad():
             for p in local.parameters("second"):
                 p.add_(torch.randn_like(p))
         with local.active("second") as model:
             generator.sync("second", model)
-        after = [g.completion_ids for g in local.generate("second", prompts, 3, seeds=seeds)]
+        after = [g.completion_ids for g in generate(local, "second", prompts, 3, seeds=seeds)]
         assert after != before
         assert [g.completion_ids for g in generator.generate("second", prompts, 3, seeds=seeds)] == after
     finally:

@@ -13,9 +13,9 @@ ray = pytest.importorskip("ray")
 torch = pytest.importorskip("torch")
 
 from trainers.algorithms.atgrpo.config import TrainConfig  # noqa: E402
+from trainers.algorithms.atgrpo.train import Trainer  # noqa: E402
 from trainers.distributed.config import DistributedConfig  # noqa: E402
 from trainers.distributed.trainer import DistributedTrainer  # noqa: E402
-from trainers.algorithms.atgrpo.train import Trainer  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -172,7 +172,8 @@ def yaml_configs() -> list[tuple[str, str, dict]]:
 
 @pytest.mark.parametrize(("where", "kind", "values"), yaml_configs(), ids=[c[0] for c in yaml_configs()])
 def test_yaml_block_is_a_valid_config(where, kind, values):
-    from trainers.algorithms.atgrpo.config import TrainConfig, check_field
+    from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.algorithms.atgrpo.field_checks import check_field
     from trainers.distributed.config import DistributedConfig
 
     cls = TrainConfig if kind == "run" else DistributedConfig

@@ -29,7 +29,8 @@ SELF = canonicalize_name(PROJECT["name"])
 #: What each extra is for: the modules a user imports (or the CLI loads) through it.
 ENTRY_MODULES = {
     "train": ["trainers.algorithms.atgrpo.train", "trainers.cli.commands", "trainers.generation.chat"],
-    "trl": ["trl", "trainers.integrations.trl_adapter", "trainers.integrations.trl_env", "trainers.integrations.tiny_tool_model"],
+    "trl": ["trl", "trainers.integrations.trl_adapter", "trainers.integrations.trl_env",
+            "trainers.integrations.tiny_tool_model"],
     "ray": ["ray", "pettingllm_envs.integrations.ray_backend"],
     "math": ["math_verify", "pettingllm_envs.math.math_env"],
     "mgrpo": ["redis", "trainers.algorithms.mgrpo.store"],

@@ -23,11 +23,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pettingllm_envs.evaluation.openai_policy import EndpointError, OpenAIChatPolicy, post_json  # noqa: E402
-from trainers.algorithms.atgrpo.config import ConfigError, GenerationBackend, TrainConfig  # noqa: E402
-from trainers.generation import BACKENDS, BackendUnavailable, Generator, build_generator  # noqa: E402
+from trainers.algorithms.atgrpo.config import GenerationBackend, TrainConfig  # noqa: E402
+from trainers.algorithms.generators import build_generator  # noqa: E402
+from trainers.generation import BACKENDS, BackendUnavailable, Generator  # noqa: E402
 from trainers.generation.openai_backend import OpenAIGenerator, parse_completion  # noqa: E402
 from trainers.generation.server import PolicyServer  # noqa: E402
-from trainers.generation.transformers_backend import TransformersGenerator  # noqa: E402
+from trainers.generation.transformers_backend import TransformersGenerator, generate  # noqa: E402
+from trainers.harness.errors import ConfigError  # noqa: E402
 from trainers.models.policy_set import PolicySet  # noqa: E402
 
 MAX_NEW_TOKENS = 10
@@ -45,13 +47,13 @@ def config_for(model: Path, **overrides) -> TrainConfig:
 
 @pytest.fixture(scope="module")
 def policies(tiny_model_dir) -> PolicySet:
-    return PolicySet(config_for(tiny_model_dir), ["assistant"])
+    return PolicySet(config_for(tiny_model_dir).model_spec(), {"assistant": "shared"})
 
 
 @pytest.fixture(scope="module")
 def server(tiny_model_dir):
     """A real OpenAI-compatible server on loopback, serving the tiny model with its own weights."""
-    served = PolicySet(config_for(tiny_model_dir), ["assistant"])
+    served = PolicySet(config_for(tiny_model_dir).model_spec(), {"assistant": "shared"})
     with PolicyServer(served, model_name="tiny", max_new_tokens=64) as running:
         yield running
 
@@ -109,7 +111,7 @@ def test_a_seeded_completion_does_not_depend_on_its_batch(policies):
     alone = generator.generate("shared", [PROMPTS[1]], 1, seeds=[14])
     assert alone[0].completion_ids == batch[3].completion_ids
     assert alone[0].logprobs == pytest.approx(batch[3].logprobs, abs=1e-5)
-    shorter = policies.generate("shared", [PROMPTS[1]], 1, seeds=[14], max_new_tokens=3)
+    shorter = generate(policies, "shared", [PROMPTS[1]], 1, seeds=[14], max_new_tokens=3)
     assert shorter[0].completion_ids == batch[3].completion_ids[:3]  # a smaller budget gives a prefix
 
 
@@ -126,7 +128,7 @@ def test_server_and_in_process_backends_draw_identical_samples(policies, server)
 
 
 def test_greedy_decoding_is_the_argmax_chain(policies):
-    out = policies.generate("shared", [PROMPTS[0]], 2, temperature=0.0, max_new_tokens=4)
+    out = generate(policies, "shared", [PROMPTS[0]], 2, temperature=0.0, max_new_tokens=4)
     assert out[0].completion_ids == out[1].completion_ids
     with policies.active("shared") as model, torch.no_grad():
         ids = torch.tensor([PROMPTS[0] + out[0].completion_ids[:-1]])
@@ -431,6 +433,6 @@ def test_the_suites_hf_policy_is_the_in_process_greedy_sampler(tiny_model_dir, p
     policy, usage = build_policy(f"hf:{tiny_model_dir}", "tictactoe_v0", "multi", 6, 0)
     text = policy("2+2?", "player_x", {"messages": messages})
     prompt = policies.encode_prompt(messages).ids
-    (expected,) = policies.generate("shared", [prompt], 1, temperature=0.0, max_new_tokens=6)
+    (expected,) = generate(policies, "shared", [prompt], 1, temperature=0.0, max_new_tokens=6)
     assert text == expected.text
     assert usage == {"prompt_tokens": len(prompt), "completion_tokens": len(expected.completion_ids)}

@@ -12,8 +12,8 @@ How the graph is built, from the AST of every module (nothing is imported):
   ``try``. An import inside a function still runs, only later, so it does not break a circle.
 - Imports under ``if TYPE_CHECKING:`` are edges too, although they never run: the module still needs
   the other one to be read and type-checked, and a circle of them is the same knot of layers, only
-  hidden from the interpreter (``trainers.algorithms.atgrpo.config -> trainers.generation.factory -> trainers.models.policy_set ->
-  trainers.algorithms.atgrpo.config`` was one).
+  hidden from the interpreter (``trainers.algorithms.atgrpo.config -> trainers.generation.factory ->
+  trainers.models.policy_set -> trainers.algorithms.atgrpo.config`` was one).
 - ``import a.b.c`` and ``from a.b.c import name`` point at ``a.b.c``; ``from a.b import c`` points at
   ``a.b.c`` when ``c`` is a submodule, otherwise at ``a.b`` (``c`` is then a name from its
   ``__init__``). Relative imports are resolved against the importing module's package first.

@@ -143,12 +143,11 @@ def test_a_client_cannot_make_the_server_call_out_through_a_seat(base_url):
 
 @pytest.mark.slow
 def test_the_docs_example_runs(capsys):
-    """docs/integrations.md's OpenEnv block (skipped by tests/test_docs_run.py, which runs in `.[all]`)."""
-    docs = (Path(__file__).resolve().parent.parent / "docs" / "integrations.md").read_text()
-    section = docs[docs.index("## OpenEnv"):]
-    block = section[section.index("```python"):]
+    """docs/integrations/openenv.md's block (skipped by tests/test_docs_run.py, which runs in `.[all]`)."""
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "integrations" / "openenv.md").read_text()
+    block = docs[docs.index("```python"):]
     code = block[block.index("\n") + 1:block.index("\n```")]
-    exec(compile(code.replace("8765", str(free_port())), "docs/integrations.md", "exec"), {})
+    exec(compile(code.replace("8765", str(free_port())), "docs/integrations/openenv.md", "exec"), {})
     printed = capsys.readouterr().out
     assert "True" in printed  # the oracle planner with a scripted tool solves the problem
 

@@ -12,8 +12,8 @@ from trl import GRPOConfig, GRPOTrainer
 
 from pettingllm_envs.integrations import RoleEnv
 from pettingllm_envs.policies import scripted_policy
-from trainers.models.tiny_model import write_tiny_model
 from trainers.integrations.trl_adapter import EnvRoleReward, completion_text, role_prompt_dataset
+from trainers.models.tiny_model import write_tiny_model
 
 TOY = "toy_bytes_v0"
 

@@ -34,7 +34,8 @@ ENV_CONFIG = {"max_turns": 2}
 def server(tiny_model_dir: Path):
     config = TrainConfig(model=str(tiny_model_dir), steps=0, progress=False, tensorboard=False)
     config.validate()
-    with PolicyServer(PolicySet(config, ["assistant"]), model_name="tiny", max_new_tokens=24) as running:
+    policies = PolicySet(config.model_spec(), {"assistant": "shared"})
+    with PolicyServer(policies, model_name="tiny", max_new_tokens=24) as running:
         yield running
 
 

@@ -68,10 +68,10 @@ def test_sft_loss_is_the_nll_of_the_action_and_stop_tokens_only(tiny_model_dir):
     import torch
 
     from benchmarks.learning.sft import _sft_step
-    from trainers.algorithms.atgrpo.config import TrainConfig
     from trainers.models.policy_set import PolicySet
+    from trainers.models.spec import ModelSpec
 
-    policies = PolicySet(TrainConfig(model=str(tiny_model_dir), device="cpu", lr=1e-12), ["solo"])
+    policies = PolicySet(ModelSpec(model=str(tiny_model_dir), device="cpu", lr=1e-12), {"solo": "shared"})
     prompt = policies.encode_prompt([{"role": "user", "content": "Walker at (0, 0)"}]).ids
     completion = [*policies.tokenizer("MOVES: R", add_special_tokens=False)["input_ids"], policies.eos_ids[0]]
     model = policies.models["shared"]
@@ -108,7 +108,7 @@ def test_quick_at_grpo_beats_its_warm_start_beyond_seed_noise(tmp_path):
     held-out success by more than the seed-to-seed noise measured in this run. It fails when
     training does not help: from warm starts that had not learned to copy the tool's answer (the
     full experiment's 90k-parameter model, an earlier hidden-128 quick mode) held-out success fell
-    in every seed (benchmarks/README.md)."""
+    in every seed (docs/benchmarks/learning.md)."""
     import torch
 
     threads = torch.get_num_threads()

@@ -12,10 +12,13 @@ import pytest
 import pettingllm_envs.research.research_env as research_env
 from pettingllm_envs import cli
 from pettingllm_envs.capabilities import Delegation, MissingCapability
-from trainers.algorithms.atgrpo.config import ConfigError, PolicyConfig, TrainConfig, config_field_docs, config_from_args, field_types
+from trainers.algorithms.atgrpo.config import PolicyConfig, TrainConfig
+from trainers.algorithms.atgrpo.field_checks import field_types
+from trainers.algorithms.atgrpo.options import config_field_docs, config_from_args
 from trainers.algorithms.mgrpo.config import MODES, MGRPOConfig
 from trainers.algorithms.mgrpo.train import build_parser, env_delegation, run_local, run_two_process
-from trainers.learning.update import UpdateSettings
+from trainers.harness.errors import ConfigError
+from trainers.learning.settings import UpdateSettings
 
 
 @pytest.mark.parametrize("cls", [PolicyConfig, TrainConfig, MGRPOConfig])
@@ -76,9 +79,9 @@ def test_yaml_and_command_line_share_the_rules(tmp_path):
 def test_the_shared_fields_reach_the_policies_and_the_update():
     cfg = MGRPOConfig(model="m", eps_low=0.1, eps_high=0.4, max_grad_norm=0.25, ppo_epochs=3, kl_coef=0.02,
                       micro_batch_size=5, aggregation="dr_grpo", max_new_tokens=9, lr=3e-4, lora=True, lora_r=4)
-    train_config = cfg.train_config("m", ["main"], "main")
-    assert train_config.policy_map == {"main": "main"} and (train_config.lr, train_config.lora_r) == (3e-4, 4)
-    assert UpdateSettings.from_config(cfg) == UpdateSettings.from_config(train_config) == UpdateSettings(
+    spec = cfg.model_spec()
+    assert (spec.lr, spec.lora, spec.lora_r, spec.max_new_tokens, spec.reference) == (3e-4, True, 4, 9, True)
+    assert cfg.update_settings() == UpdateSettings(
         eps_low=0.1, eps_high=0.4, aggregation="dr_grpo", max_new_tokens=9, ppo_epochs=3, micro_batch_size=5,
         max_grad_norm=0.25, kl_coef=0.02)
 

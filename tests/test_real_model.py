@@ -15,16 +15,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainers import pretrained  # noqa: E402
-from trainers.algorithms.atgrpo.config import TrainConfig  # noqa: E402
+from trainers.generation.transformers_backend import generate  # noqa: E402
+from trainers.models import pretrained  # noqa: E402
 from trainers.models.policy_set import PolicySet  # noqa: E402
+from trainers.models.spec import ModelSpec  # noqa: E402
 
 QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
 
 
 @pytest.fixture(scope="module")
 def smollm2(smollm2_dir) -> PolicySet:
-    return PolicySet(TrainConfig(model=str(smollm2_dir), device="cpu", max_new_tokens=32), ["player"])
+    return PolicySet(ModelSpec(model=str(smollm2_dir), device="cpu", max_new_tokens=32), {"player": "shared"})
 
 
 @pytest.mark.slow
@@ -99,7 +100,7 @@ def test_tokenizer_chat_template_stop_and_pad_tokens_and_tied_embeddings(smollm2
 @pytest.mark.slow
 def test_generation_ends_at_the_end_of_turn_token(smollm2):
     torch.manual_seed(0)
-    generations = smollm2.generate("shared", [smollm2.encode_prompt(QUESTION).ids], 4)
+    generations = generate(smollm2, "shared", [smollm2.encode_prompt(QUESTION).ids], 4)
     ended = [g for g in generations if g.completion_ids[-1] == 2]
     assert ended, [g.text for g in generations]  # a one-word answer ends its turn well within 32 tokens
     for g in ended:
@@ -126,7 +127,7 @@ def test_sampler_is_exact_on_the_models_49k_next_token_distribution(smollm2):
 
 @pytest.mark.slow
 def test_over_long_prompt_keeps_the_chat_header_system_message_and_the_end(smollm2_dir):
-    policies = PolicySet(TrainConfig(model=str(smollm2_dir), device="cpu", max_prompt_tokens=120), ["player"])
+    policies = PolicySet(ModelSpec(model=str(smollm2_dir), device="cpu", max_prompt_tokens=120), {"player": "shared"})
     system = {"role": "system", "content": "You play tic-tac-toe as X. Reply with one move: row col."}
     history = "".join(f"Turn {t}: X played {t % 3} {t // 3 % 3}, O replied.\n" for t in range(30))
     user = {"role": "user", "content": "Game so far:\n" + history + "Board now: X.O/.X./..O. Your move?"}

@@ -20,9 +20,9 @@ torch = pytest.importorskip("torch")
 
 from pettingllm_envs.registry import ENV_MODULES  # noqa: E402
 from trainers.algorithms.atgrpo.config import TrainConfig  # noqa: E402
-from trainers.generation.vllm_backend import sampling_kwargs  # noqa: E402
-from trainers.models.policy_set import stop_token_ids  # noqa: E402
 from trainers.algorithms.atgrpo.train import Trainer  # noqa: E402
+from trainers.generation.vllm_backend import sampling_kwargs  # noqa: E402
+from trainers.models.prompts import stop_token_ids  # noqa: E402
 
 MAX_NEW_TOKENS = 32
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trainers.algorithms.atgrpo.config import load_config
+from trainers.algorithms.atgrpo.options import load_config
 
 RECIPES = sorted((Path(__file__).resolve().parent.parent / "recipes").glob("*.yaml"))
 

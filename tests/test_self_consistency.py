@@ -10,9 +10,9 @@ from pettingllm_envs.capabilities import MissingCapability, Voting, capability
 from pettingllm_envs.cli import main
 from pettingllm_envs.code.voting import behaviour_program, doctest_probes
 from pettingllm_envs.math.math_env import scripted_policy
-from trainers.algorithms.atgrpo.config import TrainConfig
-from trainers.models.policy_set import PolicySet
 from trainers.algorithms.self_consistency import evaluate_self_consistency, majority_vote, scores, vote_buckets
+from trainers.models.policy_set import PolicySet
+from trainers.models.spec import ModelSpec
 
 MATH = capability("math_v0", Voting)
 
@@ -127,7 +127,8 @@ def test_evaluation_on_math_with_the_tiny_model(tiny_model_dir):
     import torch
 
     torch.manual_seed(0)
-    policies = PolicySet(TrainConfig(model=str(tiny_model_dir), max_new_tokens=3, device="cpu"), ["reasoner", "tool"])
+    policies = PolicySet(ModelSpec(model=str(tiny_model_dir), max_new_tokens=3, device="cpu"),
+                         {"reasoner": "shared", "tool": "shared"})
     report = evaluate_self_consistency(policies, "shared", lambda: pettingllm_envs.make("math_v0"), [0, 1], 3,
                                        voting=MATH, variants=["work backwards", "estimate and check"])
     assert report.problems == 2 and len(report.records) == 2

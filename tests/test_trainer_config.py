@@ -9,9 +9,13 @@ import typing
 
 import pytest
 
-from trainers.algorithms.atgrpo.config import _FIELD_TYPES, _NON_EMPTY, BOUNDS, ConfigError, TrainConfig, load_config
+from trainers.algorithms.atgrpo.config import BOUNDS, TrainConfig
+from trainers.algorithms.atgrpo.field_checks import _NON_EMPTY, field_types
+from trainers.algorithms.atgrpo.options import load_config
+from trainers.harness.errors import ConfigError
 
 FIELDS = [f.name for f in dataclasses.fields(TrainConfig)]
+FIELD_TYPES = field_types(TrainConfig)
 
 
 def checked(**values) -> TrainConfig:
@@ -82,13 +86,13 @@ def test_infinity_disables_gradient_clipping_and_is_allowed():
 
 
 def test_every_numeric_field_has_a_bound():
-    numeric = {name for name in FIELDS if _FIELD_TYPES[name] in (int, float)}
+    numeric = {name for name in FIELDS if FIELD_TYPES[name] in (int, float)}
     assert numeric == set(BOUNDS), "add the new field's range to trainers.algorithms.atgrpo.config.BOUNDS"
 
 
 def _bad_values(name: str) -> list[object]:
     """Values of the wrong type or out of range for field ``name``."""
-    tp = _FIELD_TYPES[name]
+    tp = FIELD_TYPES[name]
     if typing.get_origin(tp) is typing.Literal:
         return ["nonsense", 3]
     if tp is bool:
@@ -117,7 +121,7 @@ def test_every_field_refuses_bad_values_and_coerces_strings(name):
     coerced back to the same typed value, and every bad value raises a ConfigError naming the field."""
     default = getattr(checked(), name)
     assert getattr(checked(**{name: default}), name) == default
-    tp = _FIELD_TYPES[name]
+    tp = FIELD_TYPES[name]
     if tp in (int, float, bool):
         assert getattr(checked(**{name: str(default)}), name) == default
     for bad in _bad_values(name):

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from trainers.algorithms.atgrpo.config import TrainConfig
-from trainers.maths.evaluation import Z95, evaluation_metrics, mean_half_width, wilson_interval
 from trainers.algorithms.atgrpo.train import Trainer
+from trainers.maths.evaluation import Z95, evaluation_metrics, mean_half_width, wilson_interval
 
 TOY = "toy_bytes_v0"
 #: Half of the tiny model's byte tokens are right for either role: a policy near chance

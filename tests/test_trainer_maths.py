@@ -7,8 +7,10 @@ import math
 import pytest
 import torch
 
+from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.algorithms.atgrpo.options import load_config
+from trainers.harness.errors import ConfigError
 from trainers.maths.advantages import group_advantages, group_key
-from trainers.algorithms.atgrpo.config import ConfigError, TrainConfig, load_config
 from trainers.maths.loss import aggregate, k3_kl, ppo_clip_loss
 
 

@@ -1,7 +1,8 @@
 """The policy's fast paths against the plain computation they replace, on the tiny model.
 
 ``PolicySet.token_logprobs`` encodes each distinct prompt once and scores the completions
-on the expanded KV cache; ``PolicySet.generate`` does the same for sampling. Both must give
+on the expanded KV cache; the in-process sampler (``transformers_backend.generate``) does the
+same for sampling. Both must give
 what a plain forward over ``prompt + completion`` of each row on its own gives: the same
 log-probs and, through the shared prompt, the same gradients. Also: float32 master weights
 under bf16 compute, stop tokens from the generation config, the exact sampler on a real
@@ -16,14 +17,18 @@ import torch.nn.functional as F
 from sampler_stats import chi_square_p_value, draw_many, float32_unreachable, poisson_bounds
 
 from trainers.algorithms.atgrpo.config import TrainConfig
-from trainers.models.policy_set import TRUNCATION_MARKER, PolicySet, sample_categorical, stop_token_ids
+from trainers.generation.sampling import sample_categorical
+from trainers.generation.transformers_backend import generate
+from trainers.models.policy_set import PolicySet
+from trainers.models.prompts import TRUNCATION_MARKER, stop_token_ids
+from trainers.models.spec import ModelSpec
 
 
 def plain_logprobs(policies: PolicySet, model, prompt: list[int], completion: list[int]) -> torch.Tensor:
     """One row, no padding, no cache: log-probs of ``completion`` after ``prompt``."""
     ids = torch.tensor([prompt + completion])
     logits = model(input_ids=ids).logits[0, len(prompt) - 1:-1]
-    logp = F.log_softmax(logits.float() / policies.config.temperature, dim=-1)
+    logp = F.log_softmax(logits.float() / policies.spec.temperature, dim=-1)
     return logp.gather(1, torch.tensor(completion)[:, None]).squeeze(1)
 
 
@@ -38,7 +43,7 @@ def rows() -> tuple[list[list[int]], list[list[int]]]:
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_shared_prompt_scoring_equals_plain_per_row_scoring(tiny_model_dir, lora):
     config = TrainConfig(model=str(tiny_model_dir), temperature=0.7, lora=lora)
-    policies = PolicySet(config, ["first"])
+    policies = PolicySet(config.model_spec(), config.policy_for_roles(["first"]))
     params = policies.parameters("shared")
     prompts, completions = rows()
     advantages = torch.linspace(-1.0, 1.0, len(prompts))
@@ -59,12 +64,12 @@ def test_shared_prompt_scoring_equals_plain_per_row_scoring(tiny_model_dir, lora
 
 def test_generation_logprobs_match_plain_scoring_and_are_seeded(tiny_model_dir):
     config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=6)
-    policies = PolicySet(config, ["first"])
+    policies = PolicySet(config.model_spec(), config.policy_for_roles(["first"]))
     prompts = [list(range(3, 20)), list(range(30, 40))]  # different lengths: the padded path
     torch.manual_seed(1)
-    generations = policies.generate("shared", prompts, 3)
+    generations = generate(policies, "shared", prompts, 3)
     torch.manual_seed(1)
-    again = policies.generate("shared", prompts, 3)
+    again = generate(policies, "shared", prompts, 3)
     assert [g.completion_ids for g in generations] == [g.completion_ids for g in again]
     assert [g.prompt_ids for g in generations] == [p for p in prompts for _ in range(3)]
     with torch.no_grad(), policies.active("shared") as model:
@@ -133,10 +138,10 @@ def test_generation_stops_and_masks_on_the_generation_configs_end_of_turn_ids(tm
 
     end_of_turn = list(range(100, 164))  # a quarter of the byte vocabulary: most completions stop early
     model_dir = write_tiny_model(tmp_path / "model", extra_eos_ids=end_of_turn)
-    policies = PolicySet(TrainConfig(model=str(model_dir), max_new_tokens=24), ["first"])
+    policies = PolicySet(ModelSpec(model=str(model_dir), max_new_tokens=24), {"first": "shared"})
     assert policies.eos_ids == [policies.tokenizer.eos_token_id, *end_of_turn]
     torch.manual_seed(0)
-    generations = policies.generate("shared", [list(range(3, 20))], 8)
+    generations = generate(policies, "shared", [list(range(3, 20))], 8)
     stops = set(policies.eos_ids)
     ended = [g for g in generations if g.completion_ids[-1] in stops]
     assert len(ended) >= 6  # P(24 tokens without a stop) is about 0.75^24
@@ -151,7 +156,7 @@ def one_step(model_dir, dtype: str, lora: bool) -> tuple[dict[str, torch.Tensor]
     """Weights before and after one AdamW step (lr 1e-6) of a policy-gradient loss."""
     config = TrainConfig(model=str(model_dir), dtype=dtype, lora=lora, lr=1e-6, device="cpu",
                          lora_r=4, lora_alpha=8)
-    policies = PolicySet(config, ["first"])
+    policies = PolicySet(config.model_spec(), config.policy_for_roles(["first"]))
     if lora:  # PEFT starts B at 0: give the adapters a non-trivial starting point, the same in both runs
         generator = torch.Generator().manual_seed(0)
         for p in policies.parameters("shared"):
@@ -185,7 +190,7 @@ def test_bf16_compute_keeps_float32_master_weights_and_the_whole_update(tiny_mod
 
 # ---------------------------------------------------------------------------- long prompts
 def test_over_long_prompt_keeps_the_system_message_and_latest_turn_and_cuts_the_middle(tiny_model_dir):
-    policies = PolicySet(TrainConfig(model=str(tiny_model_dir), max_prompt_tokens=300), ["first"])
+    policies = PolicySet(ModelSpec(model=str(tiny_model_dir), max_prompt_tokens=300), {"first": "shared"})
     system = {"role": "system", "content": "You are the planner. Answer with one move: U, D, L or R."}
     short = [system, {"role": "user", "content": "Board: S..G\nYour move:"}]
     encoding = policies.encode_prompt(short)
@@ -220,7 +225,7 @@ def score_with_probes(config: TrainConfig) -> tuple[torch.Tensor, tuple[torch.Te
     prompts, completions = rows()
     advantages = torch.linspace(-1.0, 1.0, len(prompts))
     torch.manual_seed(0)  # the same LoRA initialisation in every run
-    policies = PolicySet(config, ["first"])
+    policies = PolicySet(config.model_spec(), config.policy_for_roles(["first"]))
     head_rows: list[int] = []
     layer_calls: list[int] = []
     with policies.active("shared") as model:

@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from pettingllm_envs.cli import main
-from trainers.algorithms.atgrpo.config import ConfigError, TrainConfig
+from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.algorithms.atgrpo.options import load_run_config
 from trainers.cli.train_ray import parse as parse_train_ray
-from trainers.harness.run_history import check_resume, load_run_config
+from trainers.harness.errors import ConfigError
+from trainers.harness.run_history import check_resume, config_json
 
 
 def first_run_args(model: Path, run: Path, command: str = "train") -> list[str]:
@@ -105,13 +107,14 @@ def test_the_trainer_itself_refuses_a_config_that_contradicts_its_run(finished_r
     other = TrainConfig(**{**saved, "env": "sudoku_v0", "steps": 5}, resume=True)
     other.validate()
     with pytest.raises(ConfigError, match=r"^resume: env 'sudoku_v0' \(the run's: 'plan_path_v0'\) contradicts"):
-        check_resume(other)
+        check_resume(Path(other.run_dir), config_json(other), resume=other.resume)
     same = TrainConfig(**{**saved, "steps": 5, "checkpoint_every": 1}, resume=True)
     same.validate()
-    assert check_resume(same) == {"steps": (1, 5), "checkpoint_every": (50, 1)}
+    assert check_resume(Path(same.run_dir), config_json(same), resume=same.resume) == {
+        "steps": (1, 5), "checkpoint_every": (50, 1)}
     missing = TrainConfig(**{**saved, "run_dir": str(finished_run / "elsewhere")}, resume=True)
     with pytest.raises(ConfigError, match="does not exist, so there is no run to resume"):
-        check_resume(missing)
+        check_resume(Path(missing.run_dir), config_json(missing), resume=missing.resume)
 
 
 @pytest.mark.slow  # trains a run first

@@ -171,15 +171,16 @@ def test_tree_rollout_with_the_tiny_llm(toy, tiny_model_dir):
     import torch
 
     from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.generation.transformers_backend import generate
     from trainers.models.policy_set import PolicySet
 
     torch.manual_seed(0)
     config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=4, env=TOY)
-    policies = PolicySet(config, ["first", "second"])
+    policies = PolicySet(config.model_spec(), config.policy_for_roles(["first", "second"]))
 
     def sampler(agent, prompts, n):
         ids = [policies.encode_prompt(m)[1] for m in prompts]
-        flat = policies.generate("shared", ids, n)
+        flat = generate(policies, "shared", ids, n)
         return [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
 
     make = toy(max_turns=2)

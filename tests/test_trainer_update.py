@@ -13,9 +13,11 @@ import pytest
 import torch
 
 from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.generation.transformers_backend import generate
 from trainers.learning.metrics import action_reward_metrics, update_metrics
+from trainers.learning.settings import UpdateSettings
+from trainers.learning.update import UpdateHooks, UpdateStats, ppo_update, trainable
 from trainers.models.policy_set import PolicySet
-from trainers.learning.update import UpdateHooks, UpdateSettings, UpdateStats, ppo_update, trainable
 
 PROMPTS = [[{"role": "user", "content": "pick a digit"}], [{"role": "user", "content": "pick a letter"}]]
 
@@ -32,14 +34,14 @@ class Scored:
 def make_policies(model_dir, **overrides) -> PolicySet:
     values: dict[str, Any] = {"lr": 5e-2, **overrides}
     config = TrainConfig(model=str(model_dir), env="toy", max_new_tokens=6, device="cpu", **values)
-    return PolicySet(config, ["a"])
+    return PolicySet(config.model_spec(), config.policy_for_roles(["a"]))
 
 
 def make_samples(policies: PolicySet, n: int = 4) -> list[Scored]:
     """``n`` completions of each prompt with alternating advantages +1 / -1."""
     torch.manual_seed(0)
     ids = [policies.encode_prompt(p).ids for p in PROMPTS]
-    generations = policies.generate("shared", ids, n)
+    generations = generate(policies, "shared", ids, n)
     return [Scored(g, 1.0 if i % 2 == 0 else -1.0) for i, g in enumerate(generations)]
 
 
@@ -62,7 +64,7 @@ def test_settings_come_from_the_trainer_config():
     config = TrainConfig(model="m", eps_low=0.1, eps_high=0.3, max_grad_norm=0.5, ppo_epochs=3, micro_batch_size=2,
                          kl_coef=0.01, aggregation="dr_grpo", max_new_tokens=7, generation_backend="transformers",
                          importance_sampling="truncated", tis_cap=3.0)
-    assert UpdateSettings.from_config(config) == UpdateSettings(
+    assert config.update_settings() == UpdateSettings(
         eps_low=0.1, eps_high=0.3, aggregation="dr_grpo", max_new_tokens=7, ppo_epochs=3, micro_batch_size=2,
         max_grad_norm=0.5, kl_coef=0.01, drop_degenerate=True, truncated_is=True, tis_cap=3.0)
 
@@ -180,10 +182,10 @@ def test_trainer_and_mgrpo_make_the_same_update_from_the_same_samples(toy, tiny_
     """AT-GRPO's Trainer.update and M-GRPO's RolePolicy.update run one update: from the same
     weights, samples and settings (two epochs, a binding gradient clip, micro-batches) the
     parameters they end with are identical, bit for bit."""
+    from trainers.algorithms.atgrpo.train import Trainer
     from trainers.algorithms.mgrpo.alignment import PolicySample
     from trainers.algorithms.mgrpo.train import Action, MGRPOConfig, RolePolicy
     from trainers.rollout.episodes import Sample
-    from trainers.algorithms.atgrpo.train import Trainer
 
     shared = {"model": str(tiny_model_dir), "lr": 5e-2, "eps_low": 0.1, "eps_high": 0.15, "max_grad_norm": 0.05,
               "ppo_epochs": 2, "micro_batch_size": 3, "max_new_tokens": 6, "aggregation": "sequence_mean",

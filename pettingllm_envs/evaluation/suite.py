@@ -24,6 +24,10 @@ Policies are named by a seat spec string (parsed by :func:`pettingllm_envs.seats
 
 ``mode="single"`` runs the single-agent baseline (one reply for every role) with the
 same model; for the scripted and random policies it is not defined.
+
+``seats`` (role -> seat spec, the same language) puts some roles in fixed seats: the policy
+under test plays the others (a model coder against the scripted tester). The seats are part
+of each record and of its identity, and every role's return is reported, the seated ones too.
 """
 
 from __future__ import annotations
@@ -73,6 +77,8 @@ class SuiteConfig:
     """Completion budget for model policies."""
     env_config: dict[str, Any] = field(default_factory=dict)
     """Extra config for every env (e.g. ``{"max_turns": 2}``)."""
+    seats: dict[str, str] = field(default_factory=dict)
+    """Role -> seat spec of the roles the policies under test do not play (``multi`` mode only)."""
 
 
 def _config_key(env_config: dict[str, Any]) -> str:
@@ -81,7 +87,7 @@ def _config_key(env_config: dict[str, Any]) -> str:
 
 def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:
     return (record["env"], record["policy"], record["mode"], record["split"], record["seed"],
-            _config_key(record.get("env_config") or {}))
+            _config_key(record.get("env_config") or {}), _config_key(record.get("seats") or {}))
 
 
 def truncate_reply(text: Any, limit: int = REPLY_CHARS) -> str:
@@ -119,7 +125,8 @@ def _drop_partial_line(path: Path) -> None:
 def requested_keys(config: SuiteConfig) -> list[tuple[Any, ...]]:
     """The record key of every episode ``config`` asks for, in job order."""
     env_ids = list(config.envs) or list_envs()
-    return [(env_id, spec, mode, config.split, config.seed + i, _config_key(config.env_config))
+    return [(env_id, spec, mode, config.split, config.seed + i, _config_key(config.env_config),
+             _config_key(config.seats))
             for env_id in env_ids for spec in config.policies for mode in config.modes
             for i in range(config.episodes)]
 
@@ -144,12 +151,15 @@ def run_suite(config: SuiteConfig, out_dir: str | Path, *, progress: bool = True
         env_module(env_id)  # fail fast on unknown ids
     if config.episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {config.episodes}")
+    _check_seats(config, env_ids)
     wanted = requested_keys(config)
     done = set() if fresh else {_record_key(r) for r in load_records(out)}  # read-only: a cut last line is skipped
     jobs = [(*key[:3], key[4]) for key in wanted if key not in done]
     reused = len(wanted) - len(jobs)
     for env_id, spec, mode in dict.fromkeys(job[:3] for job in jobs):  # bad specs fail before anything is written
         build_policy(spec, env_id, mode, config.max_tokens, config.seed)
+        for seat in config.seats.values():
+            build_policy(seat, env_id, "multi", config.max_tokens, config.seed)
     out.mkdir(parents=True, exist_ok=True)
     _drop_partial_line(out / RECORDS)
     if fresh:
@@ -166,12 +176,15 @@ def run_suite(config: SuiteConfig, out_dir: str | Path, *, progress: bool = True
             env.reset(seed=seed)  # the prompt's instructions are this episode's (play_episode resets it alike)
         policy, usage = build_policy(spec, env_id, mode, config.max_tokens, config.seed,
                                      episode_env=env if mode == "single" else None)
-        episode = play_episode(env, policy, seed=seed)
+        seats = {role: build_policy(seat, env_id, "multi", config.max_tokens, config.seed)[0]
+                 for role, seat in config.seats.items()}
+        players = {role: seats.get(role, policy) for role in env.unwrapped.possible_agents}
+        episode = play_episode(env, players, seed=seed)
         env.close()
         roles = env.unwrapped.possible_agents
         record = {
             "env": env_id, "policy": spec, "mode": mode, "split": config.split, "seed": seed,
-            "env_config": config.env_config,
+            "env_config": config.env_config, "seats": config.seats,
             "success": episode.success, "turns": episode.turns, "seconds": round(episode.seconds, 4),
             "return": {role: episode.total_reward(role) for role in roles},
             "valid_action_rate": episode.valid_action_rate,
@@ -200,6 +213,22 @@ def run_suite(config: SuiteConfig, out_dir: str | Path, *, progress: bool = True
     return rows
 
 
+def _check_seats(config: SuiteConfig, env_ids: Sequence[str]) -> None:
+    """Seats go with ``multi`` mode only, name roles of every env and leave one to the policies
+    under test; raises ``ValueError`` (one line) before anything is played."""
+    if not config.seats:
+        return
+    if "single" in config.modes:
+        raise ValueError("seats need mode multi: mode single plays every role with one reply")
+    for env_id in env_ids:
+        roles = list(make(env_id, **config.env_config).possible_agents)
+        unknown = [role for role in config.seats if role not in roles]
+        if unknown:
+            raise ValueError(f"seats {unknown}: {env_id} has no such role (roles: {', '.join(roles)})")
+        if all(role in config.seats for role in roles):
+            raise ValueError(f"seats: every role of {env_id} is seated, so the policies under test play nothing")
+
+
 def summarise(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (env, policy, mode): success rate, mean return per role, valid-action rate,
     turns, action size (characters, and completion tokens for model policies), time."""
@@ -211,6 +240,7 @@ def summarise(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         roles = list(group[0]["return"])
         rows.append({
             "env": env_id, "policy": spec, "mode": mode, "episodes": len(group),
+            "seats": " ".join(f"{role}={seat}" for role, seat in (group[0].get("seats") or {}).items()),
             "success_rate": round(statistics.fmean(r["success"] for r in group), 4),
             "return_per_role": {role: round(statistics.fmean(r["return"][role] for r in group), 4) for role in roles},
             "valid_action_rate": _mean_or_none([r.get("valid_action_rate") for r in group], digits=3),

@@ -17,6 +17,8 @@ from pettingllm_envs.sandbox.executor import (
     execute,
     execute_many,
     fork_server_info,
+    seconds_waited,
 )
 
-__all__ = ["ExecutionResult", "SandboxUnavailable", "ServerInfo", "execute", "execute_many", "fork_server_info"]
+__all__ = ["ExecutionResult", "SandboxUnavailable", "ServerInfo", "execute", "execute_many", "fork_server_info",
+           "seconds_waited"]

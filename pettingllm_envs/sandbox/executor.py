@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -339,9 +340,13 @@ def execute(
     Never raises because of the program: syntax errors, crashes, timeouts and limits
     all come back as an :class:`ExecutionResult`. Safe to call from several threads.
     """
+    start = time.perf_counter()
     request = _request(code, stdin, timeout, memory_mb, max_output_bytes, max_processes, isolate_network)
     server, future = _CLIENT.submit(request)
-    return _result(server, future, timeout)
+    try:
+        return _result(server, future, timeout)
+    finally:
+        _WAITED.add(time.perf_counter() - start)
 
 
 def execute_many(
@@ -358,9 +363,35 @@ def execute_many(
         raise ValueError("stdins must have one entry per program")
     inputs = stdins if stdins is not None else [""] * len(programs)
     workers = max(1, min(workers, MAX_WORKERS))
+    start = time.perf_counter()
     batch = next(_BATCHES)
     requests = [_request(code, stdin, **{**DEFAULTS, **options}) for code, stdin in zip(programs, inputs, strict=True)]
     # All requests go out at once; the server runs ``workers`` of them at a time.
     submitted = [_CLIENT.submit({**request, "batch": batch, "batch_workers": workers}) for request in requests]
     budget = requests[0]["timeout"] * math.ceil(len(requests) / workers) if requests else 0.0
-    return [_result(server, future, budget) for server, future in submitted]
+    try:
+        return [_result(server, future, budget) for server, future in submitted]
+    finally:
+        _WAITED.add(time.perf_counter() - start)
+
+
+class _WaitClock:
+    """Wall seconds callers of this process spent in :func:`execute` and :func:`execute_many`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.seconds = 0.0
+
+    def add(self, seconds: float) -> None:
+        with self._lock:
+            self.seconds += seconds
+
+
+_WAITED = _WaitClock()
+
+
+def seconds_waited() -> float:
+    """Wall seconds this process's callers have spent waiting for sandbox runs, summed since it
+    started (calls overlapping in several threads each count): a trainer's step profile reads it
+    before and after the env's steps to report the sandbox's share."""
+    return _WAITED.seconds

@@ -29,7 +29,8 @@ GOOD = {"model": "tiny", "prompt": [5, 6], "max_tokens": 1}
 def server(tiny_model_dir):
     config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=4, steps=0, progress=False, tensorboard=False)
     config.validate()
-    with PolicyServer(PolicySet(config, ["assistant"]), model_name="tiny", max_new_tokens=4) as running:
+    policies = PolicySet(config.model_spec(), {"assistant": "shared"})
+    with PolicyServer(policies, model_name="tiny", max_new_tokens=4) as running:
         running.httpd.RequestHandlerClass.timeout = TEST_TIMEOUT_S
         yield running
 

@@ -43,11 +43,15 @@ from pettingzoo import AECEnv
 import pettingllm_envs
 from pettingllm_envs.capabilities import Voting, capability
 from trainers.algorithms.atgrpo.config import DEFAULT_PROMPT_VARIANTS, TrainConfig
-from trainers.generation import Generator, build_generator
+from trainers.algorithms.generators import build_generator
+from trainers.algorithms.variants import condition, ensemble_generate
+from trainers.generation import Generator
 from trainers.generation.transformers_backend import TransformersGenerator
+from trainers.harness.profile import NO_PROFILE, TOKENS_GENERATED, StepProfile, env_phase
+from trainers.maths.seeding import seed_everything
+from trainers.maths.timing import count, phase
 from trainers.models.policy_set import PolicySet
 from trainers.rollout.episodes import agent_prompt, episode_success
-from trainers.algorithms.variants import condition, ensemble_generate
 
 # ------------------------------------------------------------------ voting (pure)
 
@@ -109,35 +113,43 @@ def scores(env: AECEnv, agent: str, texts: Sequence[str]) -> list[bool]:
 def evaluate_self_consistency(
     policies: PolicySet, name: str, env_fn: Callable[[], AECEnv], problems: Sequence[int], g: int, *,
     voting: Voting, split: str = "test", variants: Sequence[str] = (), generator: Generator | None = None,
+    profile: StepProfile = NO_PROFILE,
 ) -> SelfConsistencyReport:
     """Self-consistency, single-sample, greedy and (with ``variants``) ensemble accuracy of
     policy ``name`` on the first role's first action of ``problems`` (see the module docstring);
     ``voting`` is the env's (``capability(env_id, Voting)``). ``generator`` samples the ``g``
     chains (default: the in-process backend on ``policies``); the greedy and ensemble decodes
-    read ``policies``' weights directly."""
+    read ``policies``' weights directly. With a ``profile`` each problem is one profiled step."""
     generator = generator or TransformersGenerator(policies)
     records = []
-    for p in problems:
-        env = env_fn()
-        env.reset(seed=p, options={"split": split})
-        agent = env.agent_selection
-        messages = agent_prompt(env, agent)
-        ids = policies.encode_prompt(messages)[1]
-        texts = [c.text for c in generator.generate(name, [ids], g)]
-        answers = voting.keys(env, agent, texts)
-        winner = majority_vote(answers, voting.same)
-        greedy_text = ensemble_generate(policies, name, [[ids]], greedy=True)[0].text
-        extra = [greedy_text]
-        if variants:
-            variant_ids = [policies.encode_prompt(condition(messages, v))[1] for v in variants]
-            extra.append(ensemble_generate(policies, name, [variant_ids], greedy=True)[0].text)
-        judged = scores(env, agent, texts + extra)
-        sampled = judged[:g]
-        records.append({
-            "problem": p, "answers": [a if a is None or isinstance(a, str) else repr(a) for a in answers],
-            "successes": sampled, "winner": winner, "majority": winner is not None and sampled[winner],
-            "greedy": judged[g], "ensemble": judged[g + 1] if variants else None, "greedy_text": greedy_text,
-        })
+    for index, p in enumerate(problems):
+        with profile.step(index + 1):
+            with env_phase():
+                env = env_fn()
+                env.reset(seed=p, options={"split": split})
+                agent = env.agent_selection
+                messages = agent_prompt(env, agent)
+            with phase("generation"):
+                ids = policies.encode_prompt(messages)[1]
+                generations = generator.generate(name, [ids], g)
+                greedy = ensemble_generate(policies, name, [[ids]], greedy=True)[0]
+                decoded = [*generations, greedy]
+                if variants:
+                    variant_ids = [policies.encode_prompt(condition(messages, v))[1] for v in variants]
+                    decoded.append(ensemble_generate(policies, name, [variant_ids], greedy=True)[0])
+            count(TOKENS_GENERATED, sum(len(d.completion_ids) for d in decoded))
+            texts = [d.text for d in generations]
+            with env_phase():
+                answers = voting.keys(env, agent, texts)
+                winner = majority_vote(answers, voting.same)
+                judged = scores(env, agent, [d.text for d in decoded])
+            sampled = judged[:g]
+            records.append({
+                "problem": p, "answers": [a if a is None or isinstance(a, str) else repr(a) for a in answers],
+                "successes": sampled, "winner": winner, "majority": winner is not None and sampled[winner],
+                "greedy": judged[g], "ensemble": judged[g + 1] if variants else None, "greedy_text": greedy.text,
+            })
+    profile.finish("self-consistency profile")
     return SelfConsistencyReport(
         g=g, problems=len(records),
         single=statistics.fmean(statistics.fmean(r["successes"]) for r in records),
@@ -167,8 +179,13 @@ def build_parser(prog: str = "pettingllm self-consistency") -> argparse.Argument
     parser.add_argument("--variants", default=None,
                         help="JSON (or YAML) list of instruction variants for the ensemble "
                              "(default: the trainer's four; '[]': no ensemble)")
-    parser.add_argument("--seed", type=int, default=0, help="torch seed of the sampling")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sampling (python, numpy and torch)")
     parser.add_argument("--out", help="write the report with every problem's record as JSON here (default: none)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    parser.add_argument("--profile", choices=("off", "on", "trace"), default="off",
+                        help="time every problem's phases into --profile-dir (docs/training.md \"Step profile\")")
+    parser.add_argument("--profile-dir", help="folder for profile.jsonl and profile_summary.json (required with "
+                                              "--profile on|trace)")
     return parser
 
 
@@ -194,26 +211,30 @@ def _variant_list(text: str | None) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``pettingllm self-consistency --model DIR [--env math_v0] [--g 8] ...``"""
     from pettingllm_envs.cli.checks import check_at_least, check_env_config, check_model, parse_env_kwargs
+    from pettingllm_envs.cli.errors import UsageError
 
     args = build_parser().parse_args(argv)
     check_model(args.model)
+    if args.out and Path(args.out).exists() and not args.overwrite:  # an earlier report is kept, as a run dir is
+        raise UsageError(f"--out {args.out!r} already exists: pass --overwrite to replace it or choose another file")
     env_kwargs = parse_env_kwargs(args.env_kwargs)
     check_env_config(args.env, env_kwargs)
     voting = capability(args.env, Voting)  # before any model is loaded: an env without it is one line
     for option, value in (("--g", args.g), ("--problems", args.problems), ("--max-new-tokens", args.max_new_tokens)):
         check_at_least(option, value, 1)
     variants = _variant_list(args.variants)
-    import torch
-
-    torch.manual_seed(args.seed)
+    if args.profile != "off" and not args.profile_dir:
+        raise UsageError(f"--profile {args.profile} needs --profile-dir DIR: the folder its files are written to")
+    profile = StepProfile(args.profile_dir, args.profile) if args.profile != "off" else NO_PROFILE
+    seed_everything(args.seed)  # python's, numpy's and torch's generators, as every trainer seeds them
     config = TrainConfig(model=args.model, env=args.env, temperature=args.temperature,
                          max_new_tokens=args.max_new_tokens)
     config.validate()  # a bad temperature is one line (ConfigError), like train's
     probe = pettingllm_envs.make(args.env, **env_kwargs)
-    policies = PolicySet(config, probe.possible_agents)
+    policies = PolicySet(config.model_spec(), config.policy_for_roles(probe.possible_agents))
     report = evaluate_self_consistency(policies, "shared", lambda: pettingllm_envs.make(args.env, **env_kwargs),
                                        range(args.problems), args.g, voting=voting, variants=variants,
-                                       generator=build_generator(config, policies))
+                                       generator=build_generator(config, policies), profile=profile)
     summary = {k: v for k, v in asdict(report).items() if k != "records"}
     print(json.dumps(summary, indent=2))
     if args.out:

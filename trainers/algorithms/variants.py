@@ -33,9 +33,12 @@ import torch.nn.functional as F
 from pettingzoo import AECEnv
 
 from pettingllm_envs.cli.checks import check_env_config, check_model
-from trainers.algorithms.atgrpo.config import build_parser as config_parser
-from trainers.generation import Generator
-from trainers.models.policy_set import KV_CACHE_FIELD, Generation, PolicySet, left_pad, positions_from_mask
+from trainers.algorithms.atgrpo.options import build_parser as config_parser
+from trainers.algorithms.atgrpo.options import load_run_config
+from trainers.algorithms.atgrpo.train import METRICS, Trainer, interruption_note
+from trainers.generation import Generation, Generator
+from trainers.models.policy_set import PolicySet
+from trainers.models.scoring import KV_CACHE_FIELD, left_pad, positions_from_mask
 from trainers.rollout.episodes import (
     Messages,
     RolloutResult,
@@ -46,8 +49,6 @@ from trainers.rollout.episodes import (
     bystander_credit,
     episode_success,
 )
-from trainers.harness.run_history import load_run_config
-from trainers.algorithms.atgrpo.train import METRICS, Trainer, interruption_note
 
 
 @dataclass
@@ -191,7 +192,7 @@ def ensemble_generate(
     if len(ks) != 1 or 0 in ks:
         raise ValueError(f"every prompt set needs the same, positive number of prompts, got {sorted(ks)}")
     k = ks.pop()
-    cfg = policies.config
+    cfg = policies.spec
     rows = [list(p) for s in prompt_sets for _ in range(n) for p in s]
     ids, mask = left_pad(rows, policies.pad_id)
     input_ids = torch.tensor(ids, device=policies.device)
@@ -202,7 +203,7 @@ def ensemble_generate(
     finished = torch.zeros(chains, dtype=torch.bool, device=policies.device)
     tokens: list[torch.Tensor] = []
     logps: list[torch.Tensor] = []
-    with policies.active(name) as model, policies.autocast():  # the run's compute dtype, as PolicySet.generate
+    with policies.active(name) as model, policies.autocast():  # the run's compute dtype, as the in-process sampler
         out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
                     logits_to_keep=1)
         next_position = positions[:, -1:] + 1

@@ -25,11 +25,12 @@ MODEL_LIBRARIES = ("torch", "transformers")
 
 def _model_command(summary: str, parser: str, main: str) -> Command:
     return Command(summary=summary, parser=parser, main=main, needs=MODEL_LIBRARIES, needs_hint=TRAIN_EXTRA,
-                   loads_models=True, user_errors=("trainers.algorithms.atgrpo.config:ConfigError",))
+                   loads_models=True,
+                   user_errors=("trainers.harness.errors:ConfigError", "trainers.models.spec:ModelSpecError"))
 
 
 TRAIN = _model_command("train LLM policies on an env with AT-GRPO (tree rollouts, per-turn groups)",
-                       "trainers.algorithms.atgrpo.config:build_parser", "trainers.algorithms.atgrpo.train:main")
+                       "trainers.algorithms.atgrpo.options:build_parser", "trainers.algorithms.atgrpo.train:main")
 TRAIN_VARIANTS = _model_command("train the first role's first answer with K prompt variants per question on one "
                                 "shared model (--prompt-variants '[]': the temperature-only baseline)",
                                 "trainers.algorithms.variants:build_parser", "trainers.algorithms.variants:main")
@@ -37,7 +38,8 @@ TRAIN_MGRPO = _model_command("M-GRPO on research_v0: main and sub-agent as separ
                              "processes or on two machines", "trainers.algorithms.mgrpo.train:build_parser",
                              "trainers.algorithms.mgrpo.train:main")
 SELF_CONSISTENCY = _model_command("evaluate a model: single-sample, majority-of-G, greedy and ensemble accuracy",
-                                  "trainers.algorithms.self_consistency:build_parser", "trainers.algorithms.self_consistency:main")
+                                  "trainers.algorithms.self_consistency:build_parser",
+                                  "trainers.algorithms.self_consistency:main")
 SERVE = _model_command("serve a model folder with the trainer's sampler behind an OpenAI-compatible API",
                        "trainers.generation.server:build_parser", "trainers.generation.server:main")
 

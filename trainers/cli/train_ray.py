@@ -47,7 +47,7 @@ def add_distributed_options(parser: argparse.ArgumentParser) -> None:
 
 def build_train_ray_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """Every option of ``pettingllm train`` plus the layout's (for ``--help`` and tools)."""
-    from trainers.algorithms.atgrpo.config import build_parser
+    from trainers.algorithms.atgrpo.options import build_parser
 
     parser = build_parser(prog, DESCRIPTION)
     add_distributed_options(parser)
@@ -58,8 +58,8 @@ def parse(argv: Sequence[str]) -> tuple[Any, Any]:
     """The run's validated :class:`~trainers.algorithms.atgrpo.config.TrainConfig` and
     :class:`~trainers.distributed.config.DistributedConfig`."""
     from pettingllm_envs.cli.errors import ArgumentParser
+    from trainers.algorithms.atgrpo.options import load_run_config
     from trainers.distributed.config import distributed_config
-    from trainers.harness.run_history import load_run_config
 
     layout_parser = ArgumentParser(prog=PROG, add_help=False)
     add_distributed_options(layout_parser)
@@ -79,8 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config, layout = parse(argv or [])
     check_env_config(config.env, config.env_kwargs)
     check_model(config.model)
-    from trainers.distributed.trainer import DistributedTrainer
     from trainers.algorithms.atgrpo.train import run
+    from trainers.distributed.trainer import DistributedTrainer
 
     with DistributedTrainer(config, layout) as trainer:
         return run(trainer, "train-ray", f"rollout_workers={layout.rollout_workers} "
@@ -94,4 +94,5 @@ TRAIN_RAY = Command(summary="AT-GRPO on Ray actors: rollout workers, generation 
                     main="trainers.cli.train_ray:main", needs=(*MODEL_LIBRARIES, "ray"),
                     needs_hint=extra_hint("train", "ray"),
                     loads_models=True,
-                    user_errors=("trainers.algorithms.atgrpo.config:ConfigError", "trainers.distributed.cluster:ActorFailed"))
+                    user_errors=("trainers.harness.errors:ConfigError", "trainers.models.spec:ModelSpecError",
+                                 "trainers.distributed.cluster:ActorFailed"))

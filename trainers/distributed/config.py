@@ -22,11 +22,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from trainers.algorithms.atgrpo.config import Bound, ConfigError, TrainConfig, check_field, config_from_args
+from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.algorithms.atgrpo.field_checks import Bound, check_field
+from trainers.algorithms.atgrpo.options import config_from_args
+from trainers.harness.errors import ConfigError
 
 Placement = Literal["separate", "colocated"]
 PlacementStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
 DistBackend = Literal["auto", "gloo", "nccl"]
+#: How a policy's training ranks split the work (:mod:`trainers.distributed.data_parallel`).
+DataParallel = Literal["ddp", "fsdp"]
 
 
 @dataclass
@@ -34,7 +39,8 @@ class DistributedConfig:
     """Where a run's actors go. ``pettingllm train-ray --help`` lists the fields."""
 
     bounds: ClassVar[Mapping[str, Bound]]
-    """The allowed range of every numeric field (:func:`trainers.algorithms.atgrpo.config.check_field`); set below."""
+    """The allowed range of every numeric field
+    (:func:`trainers.algorithms.atgrpo.field_checks.check_field`); set below."""
 
     address: str = "local"
     """Ray to use: ``local`` starts (or reuses) a Ray on this machine; ``auto`` joins the
@@ -68,6 +74,11 @@ class DistributedConfig:
     train_workers_per_policy)."""
     placement_strategy: PlacementStrategy = "PACK"
     """Ray's placement-group strategy for each pool: PACK (few nodes), SPREAD, or their strict forms."""
+    data_parallel: DataParallel = "ddp"
+    """How each policy's training ranks train it (:mod:`trainers.distributed.data_parallel`): ``ddp``
+    keeps a full replica on each (DistributedDataParallel: fastest while the policy, its gradients
+    and AdamW state fit one device); ``fsdp`` shards them over the ranks (FSDP2: for policies that
+    do not fit). One rank trains without either."""
     dist_backend: DistBackend = "auto"
     """torch.distributed backend of the training groups: ``auto`` is nccl when the training
     workers have GPUs, else gloo."""
@@ -77,10 +88,15 @@ class DistributedConfig:
     fails the step with an error naming the actor; never a hang."""
     max_worker_restarts: int = 3
     """Rollout workers replaced within one rollout before it fails with an error."""
+    step_retries: int = 1
+    """Times one step's rollout, weight push or evaluation is run again after a rollout worker or
+    engine died or hung in it (:mod:`trainers.distributed.faults`: the dead actors replaced, the
+    same samples); past it, or when a training worker fails, the run stops with one line saying
+    how to ``--resume`` from the last checkpoint."""
 
     def validate(self) -> None:
         """Coerce and check every field (YAML and the command line give strings), then the
-        combinations; raises :class:`~trainers.algorithms.atgrpo.config.ConfigError` naming the field."""
+        combinations; raises :class:`~trainers.harness.errors.ConfigError` naming the field."""
         for f in dataclasses.fields(self):
             setattr(self, f.name, check_field(f.name, getattr(self, f.name), DistributedConfig))
         if not self.address.strip():
@@ -112,6 +128,7 @@ DistributedConfig.bounds = {
     "train_worker_gpus": _NON_NEGATIVE,
     "call_timeout_s": Bound(0, low_open=True),
     "max_worker_restarts": _NON_NEGATIVE,
+    "step_retries": _NON_NEGATIVE,
 }
 
 
@@ -134,7 +151,7 @@ def distributed_config(values: dict[str, Any] | None = None, *, file: str | None
                        prog: str = "pettingllm train-ray") -> DistributedConfig:
     """A validated layout: defaults < the YAML mapping in ``file`` (``--distributed``) < ``values``
     (a mapping of fields, or the command line's options); unknown keys are refused with the
-    close match (:func:`trainers.algorithms.atgrpo.config.config_from_args`, the trainers' one config machinery)."""
+    close match (:func:`trainers.algorithms.atgrpo.options.config_from_args`, the trainers' one config machinery)."""
     values = dict(values or {})
     known = {f.name for f in dataclasses.fields(DistributedConfig)}
     unknown = sorted(set(values) - known)

@@ -30,7 +30,7 @@ from trainers.generation.protocol import Generation, LogprobSource, check_seeds
 
 def policy_roles(config: TrainConfig, roles: Sequence[str], policy: str) -> list[str]:
     """The roles that policy ``policy`` plays: a :class:`~trainers.models.policy_set.PolicySet` built for
-    them holds that policy alone."""
+    them (each mapped to ``policy``) holds that policy alone."""
     mapping = config.policy_for_roles(roles)
     return [role for role in roles if mapping[role] == policy]
 
@@ -55,7 +55,7 @@ def weight_state(model: Any, policy: str, *, lora: bool, merged: bool) -> Any:
 def generation_config_of(model: str) -> Any:
     """The generation config ``from_pretrained`` gives ``model`` (its ``generation_config.json``,
     else one derived from its config), read without loading the weights: the stop ids of
-    :func:`trainers.models.policy_set.stop_token_ids` come from it."""
+    :func:`trainers.models.prompts.stop_token_ids` come from it."""
     from transformers import AutoConfig, GenerationConfig
 
     try:
@@ -77,7 +77,7 @@ class GenerationEngine:
             from transformers import AutoTokenizer
 
             from trainers.generation.vllm_backend import VLLMGenerator
-            from trainers.models.policy_set import stop_token_ids
+            from trainers.models.prompts import stop_token_ids
 
             self.generator: Any = VLLMGenerator(
                 config.model, temperature=config.temperature, max_new_tokens=config.max_new_tokens,
@@ -89,7 +89,7 @@ class GenerationEngine:
             from trainers.generation.transformers_backend import TransformersGenerator
             from trainers.models.policy_set import PolicySet
 
-            self.policies = PolicySet(config, policy_roles(config, roles, policy))
+            self.policies = PolicySet(config.model_spec(), dict.fromkeys(policy_roles(config, roles, policy), policy))
             self.generator = TransformersGenerator(self.policies)
 
     def generate(self, prompts: list[list[int]], n: int, seeds: list[int] | None) -> list[Generation]:
@@ -110,6 +110,12 @@ class GenerationEngine:
     def ready(self) -> bool:
         return True
 
+    def pid(self) -> int:
+        """The actor's process id (a liveness probe, :mod:`trainers.distributed.faults`)."""
+        import os
+
+        return os.getpid()
+
 
 class RayGenerator:
     """:class:`~trainers.generation.protocol.Generator` over each policy's engine actors."""
@@ -122,12 +128,23 @@ class RayGenerator:
         self.timeout = dist.call_timeout_s
         self.logprob_source: LogprobSource = "engine" if config.generation_backend == "vllm" else "exact"
         self.merged_weights = config.generation_backend == "vllm"
-        actor = ray.remote(GenerationEngine)
-        self.engines: dict[str, list[Any]] = {
-            name: [actor.options(**slot.options(), max_restarts=0).remote(config, list(roles), name) for slot in pool]
-            for name, pool in slots.items()}
+        self.slots = slots
+        self._actor = ray.remote(GenerationEngine)
+        self._engine_args = (config, list(roles))
+        self.engines: dict[str, list[Any]] = {name: [self._spawn(name, slot) for slot in pool]
+                                              for name, pool in slots.items()}
         for name, engines in self.engines.items():
             get([engine.ready.remote() for engine in engines], self.timeout, f"the generation engines of {name!r}")
+
+    def _spawn(self, policy: str, slot: Slot) -> Any:
+        return self._actor.options(**slot.options(), max_restarts=0).remote(*self._engine_args, policy)
+
+    def respawn(self, policy: str, index: int) -> Any:
+        """Kill engine ``index`` of ``policy`` (it may be hung, not dead) and start a new one on its
+        bundle, from the base model: :meth:`push` the policy's weights before it generates."""
+        kill_all([self.engines[policy][index]])
+        self.engines[policy][index] = self._spawn(policy, self.slots[policy][index])
+        return self.engines[policy][index]
 
     def generate(self, policy: str, prompts: Sequence[Sequence[int]], n: int, *,
                  seeds: Sequence[int] | None = None) -> list[Generation]:

@@ -122,6 +122,10 @@ class RolloutPool:
             raise ActorFailed(f"{reason}; max_worker_restarts={self.config.max_worker_restarts} replacements were "
                               "already made in this rollout, giving up") from reason
         self.restarts += 1
+        return self.respawn(index)
+
+    def respawn(self, index: int) -> Any:
+        """Kill worker ``index`` and start a new one on its bundle (not counted in ``restarts``)."""
         kill_all([self.workers[index]])
         self.workers[index] = self._spawn(self.slots[index])
         return self.workers[index]

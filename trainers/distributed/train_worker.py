@@ -1,33 +1,22 @@
-"""Data-parallel PPO updates: one torch.distributed group of training-worker actors per policy.
+"""Training workers: the ranks of one policy's torch.distributed group, as Ray actors.
 
-Every rank of a policy's group holds the whole policy and its AdamW state (DDP's layout) and
-runs the project's one update, :func:`trainers.learning.update.ppo_update`, on its shard of the
-policy's samples, with :class:`~trainers.learning.update.UpdateHooks` that make the shards add up to
-the full batch:
+Every rank builds the policy (:class:`~trainers.models.policy_set.PolicySet`, one policy); a group
+of more than one rank wraps it in :class:`~trainers.distributed.data_parallel.DataParallelPolicy`
+after joining (``DistributedConfig.data_parallel``: DDP by default, or FSDP2) and runs the
+project's one update, :func:`trainers.learning.update.ppo_update`, on its shard of the policy's
+samples, in lockstep with the other ranks. One rank trains the plain policy set, as the
+single-process trainer does. The backend is gloo on CPUs (tested here) and NCCL on GPUs
+(``DistributedConfig.torch_backend``).
 
-* ``reduce_totals``: the normalisers (completion tokens, sequences) are all-reduced, so every
-  rank divides by the whole batch's;
-* ``reduce_gradients``: once per epoch, after the last micro-batch's backward, every
-  gradient is all-reduced (SUM) in flat buckets. The sum of the shards' gradients is the
-  full batch's gradient, so every rank clips the same norm and takes the same optimiser step:
-  the weights stay identical across ranks and equal the single-process update up to float
-  summation order.
-
-The update exchanges gradients once per epoch instead of in every backward (DDP's hooks fire
-per backward and need the wrapped module's own forward, which the scorer bypasses to run the
-decoder and the LM head in chunks), so ranks do not wrap their models in
-``DistributedDataParallel``; the arithmetic is DDP's. The backend is gloo on CPUs (tested
-here) and NCCL on GPUs (``DistributedConfig.torch_backend``). Parameter sharding (FSDP2) is
-not implemented: a policy must fit on one device with its optimiser state (docs/scaling.md).
-
-Rank 0 alone writes checkpoints (into the driver's temporary checkpoint directory, which the
-driver renames into place, :meth:`trainers.algorithms.atgrpo.train.Trainer.save_checkpoint`); since every rank
-holds the whole optimiser state, a checkpoint resumes on any world size.
+Whatever reads whole weights or optimiser state (the engines' weights, saving, snapshots) is a
+collective under FSDP: the driver calls it on every rank and uses rank 0's answer, and only rank 0
+writes a checkpoint's files (into the driver's temporary checkpoint directory, which the driver
+renames into place, :meth:`trainers.algorithms.atgrpo.train.Trainer.save_checkpoint`). The optimiser
+state is gathered into the single-process layout, so a checkpoint resumes on any world size.
 """
 
 from __future__ import annotations
 
-import functools
 import socket
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -39,12 +28,11 @@ import torch
 import torch.distributed as dist
 
 from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.distributed.config import DataParallel
 from trainers.distributed.engine import policy_roles, weight_state
 from trainers.generation.protocol import Generation
-from trainers.learning.update import UpdateHooks, UpdateSettings, UpdateStats, ppo_update
-
-#: Gradient elements all-reduced per collective (DDP's default bucket is 25 MB of float32).
-BUCKET_ELEMENTS = 25 * 2**20 // 4
+from trainers.learning.settings import UpdateSettings
+from trainers.learning.update import UpdateStats, ppo_update
 
 
 @dataclass
@@ -55,40 +43,6 @@ class TrainSample:
     completion: Generation
     advantage: float
     degenerate: bool
-
-
-def all_reduce_gradients(parameters: Sequence[torch.nn.Parameter]) -> None:
-    """SUM-all-reduce every parameter's ``.grad`` in place, in flat buckets of at most
-    :data:`BUCKET_ELEMENTS` elements of one dtype and device."""
-    bucket: list[torch.Tensor] = []
-    size = 0
-    for p in parameters:
-        grad = p.grad
-        if bucket and (size + grad.numel() > BUCKET_ELEMENTS or grad.dtype != bucket[0].dtype
-                       or grad.device != bucket[0].device):
-            _reduce_bucket(bucket)
-            bucket, size = [], 0
-        bucket.append(grad)
-        size += grad.numel()
-    if bucket:
-        _reduce_bucket(bucket)
-
-
-def _reduce_bucket(grads: list[torch.Tensor]) -> None:
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-    offset = 0
-    for g in grads:
-        g.copy_(flat[offset:offset + g.numel()].view_as(g))
-        offset += g.numel()
-
-
-def all_reduce_totals(tokens: float, sequences: float, *, device: torch.device) -> tuple[float, float]:
-    """The whole batch's normalisers: the ranks' token and sequence counts summed (float64,
-    exact for any count a batch can have), on ``device`` (NCCL reduces GPU tensors only)."""
-    totals = torch.tensor([tokens, sequences], dtype=torch.float64, device=device)
-    dist.all_reduce(totals, op=dist.ReduceOp.SUM)
-    return float(totals[0]), float(totals[1])
 
 
 def free_address() -> tuple[str, int]:
@@ -105,52 +59,71 @@ class TrainWorker:
     """The actor: rank ``rank`` of policy ``policy``'s group (module docstring)."""
 
     def __init__(self, config: TrainConfig, roles: list[str], policy: str, rank: int, world_size: int,
-                 init_dir: str | None) -> None:
+                 init_dir: str | None, data_parallel: DataParallel = "ddp") -> None:
         from trainers.models.policy_set import PolicySet
 
         self.config = config
         self.policy = policy
         self.rank = rank
         self.world_size = world_size
-        self.policies = PolicySet(config, policy_roles(config, roles, policy), init_dir=init_dir)
+        self.data_parallel = data_parallel
+        self.policies = PolicySet(config.model_spec(), dict.fromkeys(policy_roles(config, roles, policy), policy),
+                                  init_dir=init_dir)
+        self.parallel: Any = None
+        """The :class:`~trainers.distributed.data_parallel.DataParallelPolicy` once the group is joined."""
 
     def rendezvous(self) -> tuple[str, int]:
         """Rank 0: where the group meets."""
         return free_address()
 
     def join(self, address: str, port: int, backend: str, timeout_s: float) -> None:
-        """Join the group (every rank calls this at once); a rank that never arrives fails the
-        others after ``timeout_s``, never a hang."""
+        """Join the group and wrap the policy (every rank calls this at once); a rank that never
+        arrives fails the others after ``timeout_s``, never a hang."""
+        from trainers.distributed.data_parallel import DataParallelPolicy
+
         dist.init_process_group(backend, init_method=f"tcp://{address}:{port}", rank=self.rank,
                                 world_size=self.world_size, timeout=timedelta(seconds=timeout_s))
+        self.parallel = DataParallelPolicy(self.policies, self.policy, self.data_parallel)
 
     def update(self, shard: list[TrainSample], settings: UpdateSettings) -> dict[str, Any]:
-        """:func:`~trainers.learning.update.ppo_update` on this rank's shard, gradients summed over the group."""
-        if self.world_size == 1:
-            hooks = UpdateHooks()
-        else:
-            hooks = UpdateHooks(reduce_totals=functools.partial(all_reduce_totals, device=self.policies.device),
-                                reduce_gradients=all_reduce_gradients)
-        return asdict(ppo_update(self.policies, self.policy, shard, settings, hooks=hooks))
+        """:func:`~trainers.learning.update.ppo_update` on this rank's shard, in lockstep with the group."""
+        if self.parallel is None:
+            return asdict(ppo_update(self.policies, self.policy, shard, settings))
+        return asdict(self.parallel.update(shard, settings))
 
     def weights(self, merged: bool) -> Any:
-        """The policy's weights for its engines (:func:`trainers.distributed.engine.weight_state`)."""
+        """The policy's weights for its engines (:func:`trainers.distributed.engine.weight_state`);
+        rank 0's answer, None on the others."""
+        if self.parallel is not None:
+            return self.parallel.engine_weights(merged=merged, keep=self.rank == 0)
         with self.policies.active(self.policy) as model:
             return weight_state(model, self.policy, lora=self.config.lora, merged=merged)
 
     def parameters_snapshot(self) -> dict[str, torch.Tensor]:
-        """The trainable parameters (tests compare ranks and the single-process run)."""
+        """The trainable parameters, whole (tests compare ranks and the single-process run)."""
+        if self.parallel is not None:
+            return self.parallel.snapshot()
         return self.policies.snapshot(self.policy)
 
     def save(self, directory: str) -> None:
-        """Write the policy where :meth:`trainers.models.policy_set.PolicySet.save` would (rank 0 only is asked)."""
-        self.policies.save(Path(directory))
+        """Write the policy where :meth:`trainers.models.policy_set.PolicySet.save` would (rank 0 writes)."""
+        if self.parallel is not None:
+            self.parallel.save(Path(directory), write=self.rank == 0)
+        else:
+            self.policies.save(Path(directory))
 
-    def optimizer_state(self) -> dict[str, Any]:
+    def optimizer_state(self) -> dict[str, Any] | None:
+        """The optimiser state in the single-process layout; rank 0's answer, None on the others."""
+        if self.parallel is not None:
+            state = self.parallel.optimizer_state()
+            return state if self.rank == 0 else None
         return self.policies.optimizer_state()
 
     def load_optimizer_state(self, state: dict[str, Any]) -> None:
-        self.policies.load_optimizer_state({self.policy: state[self.policy]})
+        if self.parallel is not None:
+            self.parallel.load_optimizer_state(state)
+        else:
+            self.policies.load_optimizer_state({self.policy: state[self.policy]})
 
     def leave(self) -> None:
         if dist.is_initialized():

@@ -14,18 +14,22 @@ logging, evaluation, checkpoint layout and resume are the trainer's own code):
 * ``tree_states``: the step's problems on the rollout workers
   (:class:`~trainers.distributed.rollout.RemoteTree`).
 
-``update_policies`` shards each policy's trainable samples over its ranks (gradients summed
-over the group, :mod:`~trainers.distributed.train_worker`), runs every policy's group at once,
+``update_policies`` shards each policy's trainable samples over its ranks (FSDP2 or DDP,
+:mod:`~trainers.distributed.data_parallel`), runs every policy's group at once,
 and then pushes each updated policy's rank-0 weights to its engines. A checkpoint is the
 trainer's: the driver writes the temporary directory (rank 0 of each group writes its policy
 into it, the driver the optimiser state it fetched from rank 0, the RNG and the step) and
 renames it into place, so it is written once and atomically, and resumes on another world
-size (every rank holds the whole optimiser state).
+size (the optimiser state is gathered into the single-process layout).
 Rank 0 writes into the driver's ``run_dir``: on several machines that path must be shared
 storage (docs/scaling.md).
 
 Evaluation episodes stay on the driver (one sampled episode per held-out problem); their
 completions come from the engines.
+
+A rollout worker or engine that dies mid-step costs a retried rollout, weight push or evaluation
+(``train_step``, ``rollout``, ``update_policies`` and ``evaluate`` here; the policy in
+:mod:`~trainers.distributed.faults`), the step's results unchanged.
 """
 
 from __future__ import annotations
@@ -33,39 +37,46 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from trainers.algorithms.atgrpo.config import TrainConfig
-from trainers.distributed.cluster import Pools, connect, get, import_ray, kill_all
+from trainers.algorithms.atgrpo.train import Trainer, interruption_note
+from trainers.distributed.cluster import ActorFailed, Pools, connect, get, import_ray, kill_all
 from trainers.distributed.config import DistributedConfig, check_layout
 from trainers.distributed.engine import RayGenerator, generation_config_of
+from trainers.distributed.faults import (
+    NAMING_PROBE_S,
+    StepFailed,
+    StepRetries,
+    revive_actors,
+    silent_actors,
+    stopped_message,
+)
 from trainers.distributed.rollout import EnvFactory, RemoteTree, RolloutPool
 from trainers.distributed.train_worker import TrainSample, TrainWorker, combine_stats, shard
-from trainers.models.policy_set import PolicySet, stop_token_ids
-from trainers.rollout.episodes import Sample
-from trainers.algorithms.atgrpo.train import Trainer
-from trainers.learning.update import UpdateSettings, UpdateStats, trainable
+from trainers.learning.update import UpdateStats, trainable
+from trainers.models.policy_set import describe_policies
+from trainers.models.prompts import PromptEncoder
+from trainers.rollout.episodes import RolloutResult, Sample
 
 
-class RemotePolicies(PolicySet):
+class RemotePolicies(PromptEncoder):
     """The driver's side of the run's policies (module docstring): the tokenizer, prompt
-    encoding and stop ids of :class:`~trainers.models.policy_set.PolicySet`; saving, the optimiser state
-    and updates go to the policy's training workers. There is no model here: PolicySet's
-    sampling and scoring methods are not available (:meth:`active` says so)."""
+    encoding and stop ids (a :class:`~trainers.models.prompts.PromptEncoder`, what a
+    :class:`~trainers.models.policy_set.PolicySet` is on its tokenizer side); saving, the optimiser
+    state and updates go to the policy's training workers. There is no model here."""
 
     def __init__(self, config: TrainConfig, roles: Sequence[str], dist: DistributedConfig, pools: Pools, *,
                  init_dir: Path | None = None) -> None:
         from transformers import AutoTokenizer
 
+        super().__init__(AutoTokenizer.from_pretrained(config.model), generation_config_of(config.model),
+                         config.max_prompt_tokens)
         self.config = config
         self.role_to_policy = config.policy_for_roles(roles)
         self.names = sorted(set(self.role_to_policy.values()))
-        self.tokenizer = AutoTokenizer.from_pretrained(config.model)
-        pad = self.tokenizer.pad_token_id
-        self.pad_id = int(pad if pad is not None else self.tokenizer.eos_token_id)
-        self.generation_config = generation_config_of(config.model)
-        self.eos_ids = stop_token_ids(self.tokenizer, self.generation_config)
         self.timeout = dist.call_timeout_s
         ray = import_ray()
         actor = ray.remote(TrainWorker)
@@ -73,25 +84,27 @@ class RemotePolicies(PolicySet):
         for name in self.names:
             slots = pools.trainers[name]
             self.groups[name] = [actor.options(**slot.options(), max_restarts=0).remote(
-                config, list(roles), name, rank, len(slots), None if init_dir is None else str(init_dir))
-                for rank, slot in enumerate(slots)]
+                config, list(roles), name, rank, len(slots), None if init_dir is None else str(init_dir),
+                dist.data_parallel) for rank, slot in enumerate(slots)]
             workers = self.groups[name]
             if len(workers) > 1:
                 address, port = get(workers[0].rendezvous.remote(), self.timeout, f"training rank 0 of {name!r}")
                 get([w.join.remote(address, port, dist.torch_backend(), self.timeout) for w in workers], self.timeout,
                     f"the training group of {name!r} (joining torch.distributed)")
 
-    def active(self, name: str) -> Any:
-        """Not here: the driver holds no model (PolicySet's sampling and scoring run on the actors)."""
-        raise RuntimeError(f"policy {name!r} lives on its training workers; the driver has its tokenizer only")
+    def on_every_rank(self, name: str, call: str, *args: Any) -> list[Any]:
+        """``call`` on every rank of policy ``name``'s group at once (under FSDP what reads whole
+        weights or optimiser state is a collective); the references, rank 0's first."""
+        return [getattr(worker, call).remote(*args) for worker in self.groups[name]]
 
-    def rank0(self, name: str) -> Any:
-        return self.groups[name][0]
+    def rank0(self, name: str, call: str, what: str, *args: Any) -> Any:
+        """Rank 0's answer to ``call`` made on every rank (:meth:`on_every_rank`)."""
+        return get(self.on_every_rank(name, call, *args), self.timeout, what)[0]
 
-    def update_all(self, samples: Sequence[Sample], generator: RayGenerator) -> dict[str, UpdateStats]:
-        """Every policy's data-parallel update on its own samples, all groups at once, then each
-        updated policy's engines load its new weights."""
-        settings = UpdateSettings.from_config(self.config)
+    def update_all(self, samples: Sequence[Sample]) -> dict[str, UpdateStats]:
+        """Every policy's data-parallel update on its own samples, all groups at once (the trainer
+        then pushes each updated policy's weights to its engines)."""
+        settings = self.config.update_settings()
         pending = {}
         for name in self.names:
             own = [TrainSample(s.completion, s.advantage, s.degenerate) for s in samples
@@ -104,39 +117,38 @@ class RemotePolicies(PolicySet):
         for name, refs in pending.items():
             stats[name] = combine_stats(flat[start:start + len(refs)])
             start += len(refs)
-        for name, policy_stats in stats.items():
-            if policy_stats.samples:
-                self.push_weights(name, generator)
         return stats
 
     def push_weights(self, name: str, generator: RayGenerator) -> None:
         """Rank 0's current weights to the policy's engines, through the object store."""
-        generator.push(name, self.rank0(name).weights.remote(generator.merged_weights))
+        refs = self.on_every_rank(name, "weights", generator.merged_weights)
+        generator.push(name, refs[0])
+        get(refs[1:], self.timeout, f"the training group of {name!r} (gathering weights)")
 
     def save(self, directory: Path) -> None:
         """Each policy's rank 0 writes it to ``directory/<name>/`` (PolicySet's layout)."""
-        get([self.rank0(name).save.remote(str(directory)) for name in self.names], self.timeout,
-            "training rank 0 (saving the policies)")
+        get([ref for name in self.names for ref in self.on_every_rank(name, "save", str(directory))], self.timeout,
+            "the training groups (saving the policies)")
 
     def optimizer_state(self) -> dict[str, Any]:
-        states = get([self.rank0(name).optimizer_state.remote() for name in self.names], self.timeout,
-                     "training rank 0 (optimiser state)")
-        return {name: state[name] for name, state in zip(self.names, states, strict=True)}
+        return {name: self.rank0(name, "optimizer_state", "the training group (optimiser state)")[name]
+                for name in self.names}
 
     def load_optimizer_state(self, state: dict[str, Any]) -> None:
         get([w.load_optimizer_state.remote(state) for name in self.names for w in self.groups[name]], self.timeout,
             "training workers (loading the optimiser state)")
 
     def snapshot(self, name: str) -> dict[str, Any]:
-        return get(self.rank0(name).parameters_snapshot.remote(), self.timeout, "training rank 0 (parameters)")
+        return self.rank0(name, "parameters_snapshot", "the training group (parameters)")
 
     def rank_snapshots(self, name: str) -> list[dict[str, Any]]:
-        """Every rank's parameters (they must be identical)."""
-        return get([w.parameters_snapshot.remote() for w in self.groups[name]], self.timeout, "training workers")
+        """Every rank's view of the whole parameters (they must be identical)."""
+        return get(self.on_every_rank(name, "parameters_snapshot"), self.timeout, "training workers")
 
     def describe(self) -> str:
         ranks = {name: len(workers) for name, workers in self.groups.items()}
-        return super().describe() + f"; data-parallel ranks per policy: {ranks}"
+        return describe_policies(self.config.model_spec(), self.role_to_policy) + \
+            f"; data-parallel ranks per policy: {ranks}"
 
     def close(self) -> None:
         kill_all(worker for workers in self.groups.values() for worker in workers)
@@ -154,6 +166,7 @@ class DistributedTrainer(Trainer):
         self.dist = dist
         self.pools: Pools | None = None
         self.rollout_pool: RolloutPool | None = None
+        self.retries = StepRetries(dist.step_retries, self.revive)
         try:
             super().__init__(config)
         except BaseException:
@@ -184,7 +197,41 @@ class DistributedTrainer(Trainer):
 
     def update_policies(self, samples: Sequence[Sample]) -> dict[str, UpdateStats]:
         assert isinstance(self.policies, RemotePolicies)
-        return self.policies.update_all(samples, self.generator)
+        stats = self.policies.update_all(samples)
+        for name, policy_stats in stats.items():
+            if policy_stats.samples:  # the update is applied: a failed push is retried alone
+                self.retries.run(f"step {self.step + 1}'s weight push to {name!r}",
+                                 partial(self.policies.push_weights, name, self.generator))
+        return stats
+
+    # faults (trainers.distributed.faults) -------------------------------------------------------
+    def train_step(self) -> dict[str, float]:
+        """The trainer's step, its rollout, weight push and evaluation retried within
+        ``step_retries``; past them :class:`~trainers.distributed.faults.StepFailed` (the trainer
+        cannot go on: resume the run from its last checkpoint)."""
+        step = self.step
+        self.retries.begin()
+        try:
+            return super().train_step()
+        except ActorFailed as failure:
+            self.step = step  # nothing of the step was logged or checkpointed
+            dead = silent_actors(self.rollout_pool, self.generator, min(NAMING_PROBE_S, self.dist.call_timeout_s))
+            raise StepFailed(stopped_message(failure, dead=dead, retries=self.retries,
+                                             note=interruption_note(self, "train-ray"))) from failure
+
+    def rollout(self, step: int) -> RolloutResult:
+        return self.retries.run(f"step {step + 1}'s rollout", partial(super().rollout, step))
+
+    def evaluate(self) -> dict[str, float]:
+        return self.retries.run(f"step {self.step}'s evaluation", super().evaluate)
+
+    def revive(self) -> list[str]:
+        """Replace the rollout workers and engines that no longer answer (replaced engines get their
+        policy's current weights); their names."""
+        assert isinstance(self.policies, RemotePolicies)
+        return revive_actors(self.rollout_pool, self.generator, partial(self.policies.push_weights,
+                                                                        generator=self.generator),
+                             self.dist.call_timeout_s)
 
     # ---------------------------------------------------------------------------------- cleanup
     def close(self) -> None:

@@ -4,10 +4,10 @@ checks about it before building one.
 :data:`BACKENDS` is the only list of backends. ``TrainConfig.generation_backend`` takes its allowed
 values from it and its checks read :attr:`Backend.follows_updates` and :attr:`Backend.logprob_source`
 here, so checking a config imports no engine (vLLM, torch); :func:`backend_class` imports the one a
-run builds (:func:`trainers.generation.factory.build_generator`), and each backend class takes its
+run builds (:func:`trainers.generation.factory.build_backend`), and each backend class takes its
 ``follows_updates`` and ``logprob_source`` from its entry. This module imports nothing of the trainer
-but the protocol, so the config sits above it and the backends (which take a config) above the config.
-Adding a backend is its module plus one entry here.
+but the protocol, so a config that checks backend names can sit anywhere above it. Adding a backend
+is its module plus one entry here.
 """
 
 from __future__ import annotations

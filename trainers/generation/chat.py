@@ -5,7 +5,7 @@ itself: it finds this completer through the entry-point group
 :data:`pettingllm_envs.seats.MODEL_POLICIES` (``hf`` in ``pyproject.toml``), so the
 suite decodes with exactly the trainer's prompt rendering (chat template, over-long prompts
 losing the middle of their history) and stop ids (tokenizer eos and the generation config's),
-greedily, through :meth:`trainers.models.policy_set.PolicySet.generate`.
+greedily, through the in-process sampler (:func:`trainers.generation.transformers_backend.generate`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import functools
 import threading
 from collections.abc import Callable
 
-from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.generation.transformers_backend import generate
 from trainers.models.policy_set import PolicySet
+from trainers.models.spec import ModelSpec
 
 Messages = list[dict[str, str]]
 
@@ -23,9 +24,7 @@ Messages = list[dict[str, str]]
 @functools.cache
 def _loaded(path: str) -> tuple[PolicySet, threading.Lock]:
     """The model at ``path`` and a lock, loaded once per path for the whole suite."""
-    config = TrainConfig(model=path, steps=0)
-    config.validate()
-    return PolicySet(config, ["assistant"]), threading.Lock()
+    return PolicySet(ModelSpec(model=path), {"assistant": "shared"}), threading.Lock()
 
 
 def hf_completer(path: str, *, max_tokens: int, usage: dict[str, int]) -> Callable[[Messages], str]:
@@ -37,7 +36,7 @@ def hf_completer(path: str, *, max_tokens: int, usage: dict[str, int]) -> Callab
     def complete(messages: Messages) -> str:
         with lock:  # one generation at a time; the suite's episodes still overlap their env work
             prompt = policies.encode_prompt(messages).ids
-            (generation,) = policies.generate(policy, [prompt], 1, temperature=0.0, max_new_tokens=max_tokens)
+            (generation,) = generate(policies, policy, [prompt], 1, temperature=0.0, max_new_tokens=max_tokens)
         usage["prompt_tokens"] += len(prompt)
         usage["completion_tokens"] += len(generation.completion_ids)
         return generation.text

@@ -54,11 +54,11 @@ from typing import TYPE_CHECKING, Any
 
 from pettingllm_envs.evaluation.openai_policy import EndpointError, post_json
 from trainers.generation.backends import BACKENDS
-from trainers.models.chat_tokens import encode_plain
 from trainers.generation.protocol import Generation, LogprobSource, check_seeds
+from trainers.models.chat_tokens import encode_plain
 
 if TYPE_CHECKING:
-    from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.generation.factory import GeneratorOptions
     from trainers.models.policy_set import PolicySet
 
 #: vLLM's spelling of a token in ``logprobs.tokens`` under ``return_tokens_as_token_ids``.
@@ -150,7 +150,7 @@ class OpenAIGenerator:
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="openai-generator")
 
     @classmethod
-    def from_config(cls, config: TrainConfig, policies: PolicySet, *,
+    def from_config(cls, options: GeneratorOptions, policies: PolicySet, *,
                     checkpoint: Path | None = None) -> OpenAIGenerator:
         if len(policies.names) != 1:
             raise ValueError(f"generation_backend='openai' serves one model, so one policy; this run has "
@@ -158,11 +158,10 @@ class OpenAIGenerator:
         (policy,) = policies.names
         with policies.active(policy) as model:
             vocab_size = model.get_input_embeddings().num_embeddings
-        generator = cls(config.openai_base_url, config.openai_model or config.model, tokenizer=policies.tokenizer,
-                        stop_token_ids=policies.eos_ids, temperature=config.temperature,
-                        max_new_tokens=config.max_new_tokens, vocab_size=vocab_size,
-                        concurrency=config.openai_concurrency,
-                        require_logprobs=config.steps > 0 and config.uses_truncated_is())
+        generator = cls(options.openai_base_url, options.openai_model or options.model, tokenizer=policies.tokenizer,
+                        stop_token_ids=policies.eos_ids, temperature=options.temperature,
+                        max_new_tokens=options.max_new_tokens, vocab_size=vocab_size,
+                        concurrency=options.openai_concurrency, require_logprobs=options.require_logprobs)
         generator.policy = policy
         return generator
 

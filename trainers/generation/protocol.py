@@ -54,7 +54,7 @@ class Generation:
     text: str
     prompt_truncated: bool = False
     """The prompt was over ``max_prompt_tokens`` and had part of its history cut
-    (:meth:`trainers.models.policy_set.PolicySet.encode_prompt`)."""
+    (:meth:`trainers.models.prompts.PromptEncoder.encode_prompt`)."""
 
 
 @runtime_checkable

@@ -2,7 +2,7 @@
 
 It serves one Hugging Face causal LM folder (a base model, ``pettingllm tiny-model``'s, or a
 full fine-tuning checkpoint's ``policies/<name>``) with the trainer's own sampler
-(:meth:`trainers.models.policy_set.PolicySet.generate`: exact float64 inverse-CDF sampling, log-probs
+(:func:`trainers.generation.transformers_backend.generate`: exact float64 inverse-CDF sampling, log-probs
 after temperature scaling, the model's stop ids), for generation-only use (``pettingllm bench
 --policy openai:NAME@http://HOST:PORT/v1``, ``generation_backend: openai``) and so that the
 server backend is tested against a real server. Standard library HTTP only.
@@ -186,11 +186,14 @@ class PolicyServer:
                 return
 
     def _run(self, group: Sequence[_Job], temperature: float, max_tokens: int) -> None:
+        # imported here, not with the module: building the command's parser needs no torch
+        from trainers.generation.transformers_backend import generate
+
         try:
             with self._tokenizer_lock:
-                generations = self.policies.generate(self.policy, [j.prompt for j in group], 1,
-                                                     seeds=[j.seed for j in group], temperature=temperature,
-                                                     max_new_tokens=max_tokens)
+                generations = generate(self.policies, self.policy, [j.prompt for j in group], 1,
+                                       seeds=[j.seed for j in group], temperature=temperature,
+                                       max_new_tokens=max_tokens)
         except Exception as error:  # the requests of this batch get a 500 naming it; the server goes on
             for job in group:
                 job.result.set_exception(error)
@@ -255,8 +258,8 @@ class PolicyServer:
                 raise RequestError("a prompt is empty")
             if not all(0 <= i < self.vocab_size for i in ids):
                 raise RequestError(f"prompt token ids must be in [0, {self.vocab_size})")
-            if len(ids) > self.policies.config.max_prompt_tokens:
-                raise RequestError(f"a prompt of {len(ids)} tokens is over the {self.policies.config.max_prompt_tokens}"
+            if len(ids) > self.policies.max_prompt_tokens:
+                raise RequestError(f"a prompt of {len(ids)} tokens is over the {self.policies.max_prompt_tokens}"
                                    " tokens this server takes (--max-prompt-tokens)")
             out.append(ids)
         return out
@@ -407,8 +410,8 @@ def build_parser(prog: str = "pettingllm serve") -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """``pettingllm serve MODEL [--port P] ...``: serve until Ctrl-C."""
     from pettingllm_envs.cli.checks import check_at_least, check_model
-    from trainers.algorithms.atgrpo.config import TrainConfig
     from trainers.models.policy_set import PolicySet
+    from trainers.models.spec import ModelSpec
 
     args = build_parser().parse_args(argv)
     check_model(args.model, option="MODEL")  # the positional argument, not an option
@@ -416,10 +419,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                           ("--max-batch", args.max_batch)):
         check_at_least(option, value, 1)
     check_at_least("--port", args.port, 0)
-    config = TrainConfig(model=args.model, device=args.device, dtype=args.dtype, max_new_tokens=args.max_new_tokens,
-                         max_prompt_tokens=args.max_prompt_tokens, steps=0)
-    config.validate()
-    policies = PolicySet(config, ["assistant"])
+    spec = ModelSpec(model=args.model, device=args.device, dtype=args.dtype, max_new_tokens=args.max_new_tokens,
+                     max_prompt_tokens=args.max_prompt_tokens)
+    policies = PolicySet(spec, {"assistant": "shared"})
     server = PolicyServer(policies, model_name=args.served_model_name or args.model, host=args.host, port=args.port,
                           max_new_tokens=args.max_new_tokens, max_batch=args.max_batch,
                           batch_wait=args.batch_wait_ms / 1000)

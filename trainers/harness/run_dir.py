@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from trainers.algorithms.atgrpo.config import ConfigError
+from trainers.harness.errors import ConfigError
 from trainers.maths.seeding import rng_state, set_rng_state
 
 METRICS = "metrics.jsonl"

@@ -5,8 +5,9 @@ configuration, ``history.jsonl`` one record per start of it.
 
 * a run dir that holds no run (missing, or no ``config.json``) is refused: resuming there used
   to start a fresh run silently;
-* on the command line (:func:`load_run_config`), the options left out take the run's saved
-  values, not the defaults (a 40-step run resumed without ``--steps`` stops at 40, not 100);
+* on the command line (:func:`trainers.algorithms.atgrpo.options.load_run_config`), the options
+  left out take the run's saved values (:func:`saved_config`), not the defaults (a 40-step run
+  resumed without ``--steps`` stops at 40, not 100);
 * a value that contradicts the saved one is refused in one line naming each such option
   (``--env sudoku_v0`` on a plan_path_v0 run trained sudoku from plan_path's checkpoint);
   only the fields of :data:`MAY_CHANGE` may differ: they decide how long the run goes on and
@@ -17,7 +18,10 @@ configuration, ``history.jsonl`` one record per start of it.
 
 The same rules hold for every trainer of the run harness (:mod:`trainers.harness.run_dir`): those
 built on :class:`trainers.algorithms.atgrpo.train.Trainer` (``train``, ``train-variants``, ``train-ray``) and
-M-GRPO (``train-mgrpo``), through :func:`check_resume` and :func:`record_start`.
+M-GRPO (``train-mgrpo``), through :func:`check_resume`, :func:`record_start` and, for options
+given on a command line, :func:`refuse_contradictions`. Each takes the run dir, the resume flag
+and the run's config as JSON values (:func:`config_json`), never a config class, so any
+algorithm's config serves.
 """
 
 from __future__ import annotations
@@ -26,28 +30,28 @@ import dataclasses
 import datetime
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trainers.algorithms.atgrpo.config import ConfigError, TrainConfig, build_parser, check_field, config_from_args
+from trainers.harness.errors import ConfigError
 
 CONFIG = "config.json"
 HISTORY = "history.jsonl"
 #: Fields a resumed run may change: how long it goes on, how often it checkpoints and
-#: evaluates (the evaluation draws from its own random state), how it reports progress, and
-#: where its run dir is (a run dir may be moved; the run is the one found there); for
+#: evaluates (the evaluation draws from its own random state), how it reports progress and
+#: profiles its steps, and where its run dir is (a run dir may be moved; the run is the one found there); for
 #: M-GRPO also how long a side waits for the other and where the two meet (each start
 #: exchanges its records under a namespace of its own).
 MAY_CHANGE = frozenset({"steps", "checkpoint_every", "keep_checkpoints", "eval_every", "progress", "tensorboard",
-                        "run_dir", "timeout_s", "store"})
+                        "profile", "run_dir", "timeout_s", "store"})
 #: How a start treats the run dir, not part of the run's configuration.
 START_FLAGS = frozenset({"resume", "overwrite"})
 
 
-def _plain(config: Any) -> dict[str, Any]:
-    """``config`` as JSON values, the form ``config.json`` holds (lists, not tuples)."""
-    return json.loads(json.dumps(dataclasses.asdict(config)))
+def config_json(config: Any) -> dict[str, Any]:
+    """A config dataclass instance as JSON values, the form ``config.json`` holds (lists, not tuples)."""
+    return dict(json.loads(json.dumps(dataclasses.asdict(config))))
 
 
 def saved_config(run_dir: Path) -> dict[str, Any]:
@@ -68,10 +72,9 @@ def saved_config(run_dir: Path) -> dict[str, Any]:
     return {name: value for name, value in saved.items() if name not in START_FLAGS}
 
 
-def contradictions(saved: dict[str, Any], config: Any, names: Iterable[str]) -> dict[str, tuple[Any, Any]]:
-    """``name -> (saved value, value now)`` for each field of ``names`` that ``config`` sets to
-    another value than the run's and that may not change on resume."""
-    now = _plain(config)
+def contradictions(saved: dict[str, Any], now: dict[str, Any], names: Iterable[str]) -> dict[str, tuple[Any, Any]]:
+    """``name -> (saved value, value now)`` for each field of ``names`` that the config ``now``
+    (:func:`config_json`) sets to another value than the run's and that may not change on resume."""
     return {name: (saved[name], now[name]) for name in sorted(names)
             if name in saved and name in now and name not in MAY_CHANGE | START_FLAGS and saved[name] != now[name]}
 
@@ -84,45 +87,44 @@ def _refusal(run_dir: Path, clashes: dict[str, tuple[Any, Any]], option: bool) -
                        "as it was started, or start a new run in another run_dir")
 
 
-def check_resume(config: Any) -> dict[str, tuple[Any, Any]]:
-    """For a ``resume`` start: the run dir holds a run and ``config`` agrees with it in every
-    field outside :data:`MAY_CHANGE` (else :class:`ConfigError`). Returns the changes of
-    :data:`MAY_CHANGE` fields, ``name -> (saved, now)``; nothing for a new run."""
-    if not config.resume:
+def check_resume(run_dir: Path, config: dict[str, Any], *, resume: bool) -> dict[str, tuple[Any, Any]]:
+    """For a ``resume`` start: ``run_dir`` holds a run and ``config`` (:func:`config_json`) agrees
+    with it in every field outside :data:`MAY_CHANGE` (else :class:`ConfigError`). Returns the
+    changes of :data:`MAY_CHANGE` fields, ``name -> (saved, now)``; nothing for a new run."""
+    if not resume:
         return {}
-    run_dir = Path(config.run_dir)
     saved = saved_config(run_dir)
     clashes = contradictions(saved, config, saved)
     if clashes:
         raise _refusal(run_dir, clashes, option=False)
-    now = _plain(config)
-    return {name: (saved[name], now[name]) for name in sorted(MAY_CHANGE)
-            if name in saved and saved[name] != now[name]}
+    return {name: (saved[name], config[name]) for name in sorted(MAY_CHANGE)
+            if name in saved and saved[name] != config[name]}
 
 
-def record_start(config: Any, step: int, changed: dict[str, tuple[Any, Any]]) -> None:
-    """Write ``config.json`` for a new run (or take ``changed`` into it on resume) and append
-    this start to ``history.jsonl``."""
-    run_dir = Path(config.run_dir)
+def record_start(run_dir: Path, config: dict[str, Any], *, resume: bool, step: int, to_step: int,
+                 changed: dict[str, tuple[Any, Any]]) -> None:
+    """Write ``config.json`` for a new run (``config``: :func:`config_json`), or take ``changed``
+    into it on resume, and append this start (from ``step`` to ``to_step``) to ``history.jsonl``."""
     path = run_dir / CONFIG
-    if not config.resume or changed or not path.is_file():
-        if config.resume:
+    if not resume or changed or not path.is_file():
+        if resume:
             written = {**json.loads(path.read_text()), **{name: now for name, (_, now) in changed.items()}}
         else:
-            written = _plain(config)
+            written = config
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(written, indent=2))
         os.replace(tmp, path)
     record = {"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "resume": bool(config.resume), "from_step": step, "to_step": config.steps,
+              "resume": bool(resume), "from_step": step, "to_step": to_step,
               "changed": {name: {"from": saved, "to": now} for name, (saved, now) in changed.items()}}
     with open(run_dir / HISTORY, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
 
 
-def _given(args: dict[str, Any]) -> dict[str, Any]:
-    """The fields set on the command line or in its ``--config`` YAML file (a file that does not
-    read as a mapping gives none here: :func:`config_from_args` reports it)."""
+def given_options(args: dict[str, Any]) -> dict[str, Any]:
+    """The fields set on the command line (``args``: parsed options, ``config`` the ``--config``
+    YAML file) or in that file; a file that does not read as a mapping gives none here (the
+    config's loader reports it)."""
     given = {name: value for name, value in args.items() if name != "config"}
     if args.get("config"):
         import yaml
@@ -136,32 +138,14 @@ def _given(args: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
-def load_run_config(argv: Sequence[str] | None = None, *, prog: str = "pettingllm train",
-                    description: str = "Train LLM policies on an env with AT-GRPO.", cls: type = TrainConfig) -> Any:
-    """:func:`trainers.algorithms.atgrpo.config.load_config` for a command that runs in a run dir: with
-    ``--resume``, defaults < the run's ``config.json`` < ``--config`` YAML < options, and an
-    option that contradicts the run is refused, naming it (see the module docstring)."""
-    args = vars(build_parser(prog, description, cls).parse_args(list(argv or [])))
-    return run_config_from_args(args, prog=prog, cls=cls)
-
-
-def run_config_from_args(args: dict[str, Any], *, prog: str, cls: type) -> Any:
-    """:func:`load_run_config` on options already parsed (``args``: the fields of ``cls`` a
-    :func:`trainers.algorithms.atgrpo.config.build_parser` parser read, a command's own flags taken out)."""
-    given = _given(args)
-    if not check_field("resume", given.get("resume", False), cls):
-        return config_from_args(args, cls=cls, prog=prog)
-    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
-    run_dir = Path(check_field("run_dir", given.get("run_dir", defaults["run_dir"]), cls))
-    saved = saved_config(run_dir)
-    known = {f.name for f in dataclasses.fields(cls)}
-    config = config_from_args(args, base={name: value for name, value in saved.items() if name in known},
-                              cls=cls, prog=prog)
+def refuse_contradictions(run_dir: Path, saved: dict[str, Any], config: dict[str, Any], given: Iterable[str]) -> None:
+    """For a resume from a command line: :class:`ConfigError` naming, as options, each field of
+    ``given`` (:func:`given_options`) in which ``config`` (:func:`config_json`) contradicts the run's
+    ``saved`` config (:func:`saved_config`)."""
     clashes = contradictions(saved, config, given)
     if clashes:
         raise _refusal(run_dir, clashes, option=True)
-    return config
 
 
-__all__ = ["CONFIG", "HISTORY", "MAY_CHANGE", "check_resume", "load_run_config", "record_start",
-           "run_config_from_args", "saved_config"]
+__all__ = ["CONFIG", "HISTORY", "MAY_CHANGE", "check_resume", "config_json", "contradictions", "given_options",
+           "record_start", "refuse_contradictions", "saved_config"]

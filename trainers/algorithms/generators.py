@@ -1,0 +1,33 @@
+"""A trainer's config bound to a generation backend: :func:`build_generator`.
+
+The generation layer builds backends from explicit :class:`~trainers.generation.factory.GeneratorOptions`
+and knows no trainer config; this is the one place that reads them off a
+:class:`~trainers.algorithms.atgrpo.config.TrainConfig` (the backend it names, its engine and
+server fields, the sampling settings, and whether the update will weigh tokens by the engine's
+log-probs, which then must come back).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainers.algorithms.atgrpo.config import TrainConfig
+from trainers.generation.factory import GeneratorOptions, build_backend
+from trainers.generation.protocol import Generator
+from trainers.models.policy_set import PolicySet
+
+
+def generator_options(config: TrainConfig) -> GeneratorOptions:
+    """The backend options of a run's config."""
+    return GeneratorOptions(
+        backend=config.generation_backend, model=config.model, lora=config.lora, dtype=config.dtype,
+        temperature=config.temperature, max_new_tokens=config.max_new_tokens, seed=config.seed,
+        vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization, openai_base_url=config.openai_base_url,
+        openai_model=config.openai_model, openai_concurrency=config.openai_concurrency,
+        require_logprobs=config.steps > 0 and config.uses_truncated_is())
+
+
+def build_generator(config: TrainConfig, policies: PolicySet, *, checkpoint: Path | None = None) -> Generator:
+    """The backend ``config.generation_backend`` names, set up for ``policies`` (the trainer's
+    models, tokenizer and stop ids); ``checkpoint``: the checkpoint a resumed run starts from."""
+    return build_backend(generator_options(config), policies, checkpoint=checkpoint)

@@ -1,0 +1,238 @@
+"""Scoring: the log-probability a model gives each completion token, memory-bounded and differentiable.
+
+A GRPO group is ``n`` completions of one prompt, so every *distinct* prompt runs through the
+model once and its KV cache is expanded to its ``n`` rows (:func:`encode_prompts`, shared with
+the in-process sampler of :mod:`trainers.generation.transformers_backend`); then only the
+completion tokens run, and only they reach the LM head (:func:`token_logprobs`).
+
+Memory (``ModelSpec.logprob_chunk_size``, ``gradient_checkpointing``): the completion
+positions' final hidden states go through the LM head chunk by chunk, each chunk's log-prob of
+the taken token computed as ``logit - logsumexp`` and its logits recomputed in the backward
+(:func:`selective_logprobs`), so the ``[tokens, vocab]`` logits (0.6 GB per 1024 tokens in
+float32 at a 152k vocabulary) never exist at once. With gradient checkpointing the decoder
+layers recompute their activations in the backward as well (:func:`checkpointed_layers`).
+
+Precision: forwards run under ``torch.autocast`` when the compute dtype is below float32
+(:func:`autocast_region`); the log-probs are float32 whatever the compute dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any
+
+import torch
+from torch.utils.checkpoint import checkpoint
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+#: The name of the model's KV-cache argument and output field: transformers 5 renamed it from
+#: ``past_key_values`` to ``cache``.
+KV_CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
+def autocast_region(device: torch.device, dtype: torch.dtype) -> AbstractContextManager[Any]:
+    """The compute-dtype region for forwards: ``torch.autocast`` when ``dtype`` is below float32,
+    else nothing (float32 models take the plain path)."""
+    if dtype == torch.float32:
+        return nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Left-pad token rows to one length; returns ids and the attention mask."""
+    width = max(len(r) for r in rows)
+    ids = [[pad_id] * (width - len(r)) + list(r) for r in rows]
+    mask = [[0] * (width - len(r)) + [1] * len(r) for r in rows]
+    return ids, mask
+
+
+def positions_from_mask(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids that ignore left padding, so a padded prompt is encoded like an unpadded one."""
+    return (mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def encode_prompts(
+    model: torch.nn.Module, prompts: Sequence[Sequence[int]], *, pad_id: int, device: torch.device,
+    decoder: torch.nn.Module | None = None,
+) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run every *distinct* prompt through ``model`` once and expand the result to one row
+    per prompt: the KV cache, the next-token logits ``[B, V]`` (with ``decoder``, the
+    model's decoder: the last hidden state ``[B, H]`` instead), the attention mask ``[B, P]``
+    and the next position ``[B, 1]``.
+
+    GRPO scores and samples ``n`` completions of one prompt, so the prompt's keys and
+    values are computed once per group instead of ``n`` times. Causal attention makes this
+    exact: no prompt position attends to a completion token. Gradients flow through the
+    expansion (an index select), so the shared prompt receives the sum of its ``n`` rows'
+    gradients, just as with ``n`` separate copies."""
+    distinct: dict[tuple[int, ...], int] = {}
+    index = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+    ids, mask = left_pad(list(distinct), pad_id)
+    input_ids = torch.tensor(ids, device=device)
+    attention = torch.tensor(mask, device=device)
+    positions = positions_from_mask(attention)
+    padded = not bool(attention.all())
+    inputs = {"input_ids": input_ids, "attention_mask": attention if padded else None, "position_ids": positions,
+              "use_cache": True}
+    if decoder is None:
+        out = model(**inputs, logits_to_keep=1)
+        last = out.logits[:, -1]
+    else:
+        out = decoder(**inputs)
+        last = out.last_hidden_state[:, -1]
+    rows = torch.tensor(index, device=device)
+    cache = getattr(out, KV_CACHE_FIELD)
+    # The rows that share a prompt share its cache, so the backward adds their gradients: each
+    # device gets the selection whose backward adds in a fixed order (the list of
+    # torch.use_deterministic_algorithms). On a CPU that is index_select (reorder_cache): advanced
+    # indexing back-propagates through an accumulating index_put that adds with atomics on more
+    # than one thread, and a rerun's weights differed in the last bits. On CUDA it is the reverse.
+    on_cpu = torch.device(device).type == "cpu"
+    if len(distinct) != len(index):
+        if on_cpu:
+            cache.reorder_cache(rows)
+        else:
+            cache.batch_select_indices(rows)
+    first = last.index_select(0, rows) if on_cpu else last[rows]
+    return cache, first, attention[rows], positions[rows, -1:] + 1
+
+
+def selective_logprobs(
+    hidden: torch.Tensor, targets: torch.Tensor, head: Callable[[torch.Tensor], torch.Tensor], *,
+    temperature: float, chunk_size: int,
+) -> torch.Tensor:
+    """``log softmax(head(hidden) / temperature)[target]`` per row of ``hidden`` ``[N, H]``, in float32.
+
+    Computed as ``logit[target] - logsumexp(logits)`` over chunks of ``chunk_size`` rows
+    (0: one chunk). Under autograd each chunk is checkpointed, so only its ``hidden`` rows
+    are kept and its ``[chunk, V]`` logits are recomputed in the backward: the peak is one
+    chunk's logits instead of ``N x V`` (plus the log-softmax copy and its gradient)."""
+
+    def chunk_logprobs(h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        logits = head(h).float() / temperature
+        return logits.gather(1, t[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
+
+    if chunk_size <= 0 or hidden.shape[0] <= chunk_size:
+        return chunk_logprobs(hidden, targets)
+    parts = []
+    for start in range(0, hidden.shape[0], chunk_size):
+        h, t = hidden[start:start + chunk_size], targets[start:start + chunk_size]
+        if torch.is_grad_enabled():
+            parts.append(checkpoint(chunk_logprobs, h, t, use_reentrant=False))
+        else:
+            parts.append(chunk_logprobs(h, t))
+    return torch.cat(parts)
+
+
+def head_parts(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    """``(decoder, lm_head)`` of a causal LM whose logits are exactly ``lm_head(decoder(...))``;
+    None for models that post-process their logits (Gemma-2's soft-capping, Cohere's and
+    Granite's scaling), which are scored through their full forward instead."""
+    config = getattr(model, "config", None)
+    if config is not None and (getattr(config, "final_logit_softcapping", None)
+                               or getattr(config, "logit_scale", 1.0) not in (None, 1.0)
+                               or getattr(config, "logits_scaling", 1.0) not in (None, 1.0)):
+        return None
+    try:
+        decoder, head = model.get_decoder(), model.get_output_embeddings()
+    except (AttributeError, NotImplementedError):
+        return None
+    if decoder is None or head is None or decoder is model:
+        return None
+    return decoder, head
+
+
+@contextmanager
+def checkpointed_layers(model: torch.nn.Module) -> Iterator[None]:
+    """Activate transformers' gradient checkpointing of ``model``'s decoder layers for this block.
+
+    transformers checkpoints a layer only when it is in training mode, and the policies
+    stay in ``eval()`` (dropout would make recorded and recomputed log-probs differ); so only
+    the flag of the checkpointed layers themselves is set, not their submodules' (dropout and
+    attention dropout read their own flags and stay off)."""
+    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer) and m.gradient_checkpointing]
+    for layer in layers:
+        layer.training = True
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.training = False
+
+
+def token_logprobs(
+    model: torch.nn.Module, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], *,
+    pad_id: int, device: torch.device, compute_dtype: torch.dtype, temperature: float, chunk_size: int,
+    checkpointed: bool, one_forward: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs ``[B, C]`` (float32; 0 at padding) of the completion tokens under ``model``
+    (at ``temperature``) and their mask; differentiable unless called under ``no_grad``.
+
+    Two forwards instead of one over ``prompt + completion`` per row: every distinct
+    prompt once (:func:`encode_prompts`, whose last hidden state predicts the first
+    completion token), then all completions (right-padded, without their last token, which
+    predicts nothing) on top of the expanded prompt cache. The result is the same as
+    scoring each row on its own; a GRPO group's ``n`` rows share one prompt, so the prompt
+    costs once per group. Only the real completion positions reach the LM head, in chunks
+    of ``chunk_size`` (:func:`selective_logprobs`). With ``checkpointed`` (the model's layers
+    set up for gradient checkpointing) and gradients on, a KV cache cannot be used (a
+    recomputed layer would append to it twice): one forward over ``prompt + completion`` per
+    row, its decoder layers checkpointed. ``one_forward`` takes that path always (gradients or
+    not): the decoder then runs exactly once per call whatever the completions' widths, as a
+    sharded model needs (every rank's forwards are collectives that must pair up)."""
+    width = max(len(c) for c in completions)
+    completion_ids = torch.tensor([list(c) + [pad_id] * (width - len(c)) for c in completions], device=device)
+    completion_mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in completions], device=device)
+    parts = head_parts(model)
+    with autocast_region(device, compute_dtype):
+        if one_forward or (checkpointed and torch.is_grad_enabled()):
+            states = _states_uncached(model, parts, prompts, completion_ids, completion_mask, pad_id=pad_id)
+        else:
+            states = _states_cached(model, parts, prompts, completion_ids, completion_mask, pad_id=pad_id)
+        real = completion_mask.bool()
+        head = parts[1] if parts is not None else torch.nn.Identity()
+        flat = selective_logprobs(states[real], completion_ids[real], head, temperature=temperature,
+                                  chunk_size=chunk_size)
+    logp = torch.zeros(completion_ids.shape, dtype=flat.dtype, device=device).masked_scatter(real, flat)
+    return logp, completion_mask.float()
+
+
+def _states_cached(
+    model: torch.nn.Module, parts: tuple[torch.nn.Module, torch.nn.Module] | None,
+    prompts: Sequence[Sequence[int]], completion_ids: torch.Tensor, completion_mask: torch.Tensor, *, pad_id: int,
+) -> torch.Tensor:
+    """``[B, C, H]`` final hidden states predicting each completion token (logits ``[B, C, V]``
+    when ``parts`` is None), through the shared prompt cache."""
+    device = completion_ids.device
+    decoder = parts[0] if parts is not None else None
+    cache, first, prompt_mask, next_position = encode_prompts(model, prompts, pad_id=pad_id, device=device,
+                                                              decoder=decoder)
+    width = completion_ids.shape[1]
+    if width == 1:
+        return first[:, None]
+    attention = torch.cat([prompt_mask, completion_mask[:, :-1]], dim=1)
+    inputs = {"input_ids": completion_ids[:, :-1], "attention_mask": None if bool(attention.all()) else attention,
+              "position_ids": next_position + torch.arange(width - 1, device=device), "use_cache": True,
+              KV_CACHE_FIELD: cache}
+    rest = model(**inputs).logits if decoder is None else decoder(**inputs).last_hidden_state
+    return torch.cat([first[:, None], rest], dim=1)
+
+
+def _states_uncached(
+    model: torch.nn.Module, parts: tuple[torch.nn.Module, torch.nn.Module] | None,
+    prompts: Sequence[Sequence[int]], completion_ids: torch.Tensor, completion_mask: torch.Tensor, *, pad_id: int,
+) -> torch.Tensor:
+    """As :func:`_states_cached`, from one checkpointed forward over each row's left-padded
+    prompt followed by its completion (no cache)."""
+    device = completion_ids.device
+    prompt_ids, prompt_mask = left_pad(prompts, pad_id)
+    prompt_width = len(prompt_ids[0])
+    input_ids = torch.cat([torch.tensor(prompt_ids, device=device), completion_ids[:, :-1]], dim=1)
+    attention = torch.cat([torch.tensor(prompt_mask, device=device), completion_mask[:, :-1]], dim=1)
+    inputs = {"input_ids": input_ids, "attention_mask": attention, "position_ids": positions_from_mask(attention),
+              "use_cache": False}
+    with checkpointed_layers(model):
+        out = model(**inputs).logits if parts is None else parts[0](**inputs).last_hidden_state
+    return out[:, prompt_width - 1:]
