@@ -22,10 +22,12 @@ policy's **training rank** (FSDP2 over ``train_workers_per_policy`` ranks,
   logits, their float32 copy and logsumexp's float32 exponentials).
 
 An engine holds the bf16 weights (and one bf16 adapter per policy it serves under LoRA); the KV
-cache gets what is left of ``vllm_gpu_memory_utilization`` of the GPU. ``kv_needed`` is the cache
-for one agent step at once: the engine's share of the step's prompts, each prompt's KV computed
-once (prefix caching) plus ``n_samples`` completions; a smaller cache still works, vLLM then
-queues sequences. Not counted anywhere: the CUDA context (~0.5 GB per process), the allocator's
+cache gets ``vllm_kv_cache_gib``, or else what is left of ``vllm_gpu_memory_utilization`` of the
+GPU. ``kv_needed`` is the cache for one agent step at once: the engine's share of the step's
+prompts, each prompt's KV computed once (prefix caching) plus ``n_samples`` completions; a smaller
+cache still works, vLLM then queues sequences. A GPU's figure is the sum of its parts: an upper
+bound of the peak, since the activations, the logits chunk and the bf16 copies do not all live at
+one moment. Not counted anywhere: the CUDA context (~0.5 GB per process), the allocator's
 fragmentation, NCCL buffers and vLLM's activation and CUDA-graph workspace.
 """
 
@@ -164,12 +166,16 @@ def training_memory(shape: ModelShape, config: TrainConfig, ranks: int, *,
 def engine_memory(shape: ModelShape, config: TrainConfig, engines: int, adapters: int,
                   gpu_bytes: int) -> dict[str, int]:
     """Bytes of one vLLM engine serving ``adapters`` LoRA adapters (0: full weights), one of ``engines``
-    engines splitting each call's prompts, on a GPU of ``gpu_bytes``."""
+    engines splitting each call's prompts, on a GPU of ``gpu_bytes``: its ``weights``, its ``kv_budget``
+    (``vllm_kv_cache_gib``, else what ``vllm_gpu_memory_utilization`` of the GPU leaves after the
+    weights), the ``kv_needed`` for one agent step at once and its ``total``."""
     weights = shape.parameters() * BF16 + adapters * shape.lora_parameters(config.lora_r) * BF16
+    share = int(config.vllm_gpu_memory_utilization * gpu_bytes)
+    budget = int(config.vllm_kv_cache_gib * GIB) if config.vllm_kv_cache_gib else max(0, share - weights)
     prompts = -(-config.problems_per_step // engines)
     per_prompt = config.max_prompt_tokens + config.n_samples * config.max_new_tokens
-    return {"weights": weights, "kv_budget": max(0, int(config.vllm_gpu_memory_utilization * gpu_bytes) - weights),
-            "kv_needed": prompts * per_prompt * shape.kv_bytes_per_token()}
+    return {"weights": weights, "kv_budget": budget, "kv_needed": prompts * per_prompt * shape.kv_bytes_per_token(),
+            "total": weights + budget if config.vllm_kv_cache_gib else share}
 
 
 @dataclass(frozen=True)
@@ -202,24 +208,23 @@ def estimate_row(row: Row, root: Path, gpu_bytes: int) -> dict[str, Any]:
     layout = DistributedConfig(**read_yaml(root / row.layout)) if row.layout else DistributedConfig()
     shape = SHAPES[config.model]
     roles = 2  # the recipes' envs have two roles, one policy each (per_role)
-    engine_gpu = int(config.vllm_gpu_memory_utilization * gpu_bytes)  # what each vLLM engine takes
+    # the engines of train-ray and torchrun take merged full weights, LoRA or not: no adapters
+    engine = engine_memory(shape, config, 1 if row.launcher == "torchrun" else layout.engines_per_policy, 0,
+                           gpu_bytes)
     if row.launcher == "torchrun":
         # every rank trains every policy (their weights and optimiser state stay, the rest comes and
         # goes per update) and rank 0 also runs one engine per policy on its GPU
         train = training_memory(shape, config, row.nproc)
         train = {k: v * roles if k in RESIDENT else v for k, v in train.items()}
-        engine = engine_memory(shape, config, 1, 1 if config.lora else 0, gpu_bytes)
-        train_gpu = sum(train.values()) + roles * engine_gpu
+        train_gpu = sum(train.values()) + roles * engine["total"]
     else:
-        ranks = layout.train_workers_per_policy
-        train = training_memory(shape, config, ranks)
-        engine = engine_memory(shape, config, layout.engines_per_policy, 1 if config.lora else 0, gpu_bytes)
+        train = training_memory(shape, config, layout.train_workers_per_policy)
         train_gpu = sum(train.values())
     gpus = row.nproc if row.launcher == "torchrun" else roles * (layout.train_workers_per_policy
                                                                   + layout.engines_per_policy)
     return {"model": shape.name, "training": f"LoRA r={config.lora_r}" if config.lora else "full",
             "layout": f"{row.launcher}, {gpus} GPUs", "params": shape.parameters(), "train": train,
-            "train_gpu": train_gpu, "engine": engine, "engine_gpu": engine_gpu}
+            "train_gpu": train_gpu, "engine": engine}
 
 
 def gib(value: int) -> str:
@@ -238,21 +243,21 @@ def table(rows: list[Row], root: Path, gpu_gib: int = 80) -> str:
         cells = [e["model"], e["training"], e["layout"], gib(t["weights"]), gib(t["gradients"]), gib(t["adamw"]),
                  gib(t["gathered"]), gib(t["compute_copies"]), gib(t["frozen_base"]), gib(t["activations"]),
                  gib(t["logits"]), f"**{gib(e['train_gpu'])}**", gib(e["engine"]["weights"]),
-                 gib(e["engine"]["kv_budget"]), gib(e["engine"]["kv_needed"]), f"**{gib(e['engine_gpu'])}**"]
+                 gib(e["engine"]["kv_budget"]), gib(e["engine"]["kv_needed"]), f"**{gib(e['engine']['total'])}**"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 #: The recipes' table (recipes/gpu/README.md between the ``memory-table`` markers): both models, full
 #: fine-tuning and LoRA, on one node and on two (Ray), and full fine-tuning under torchrun on one node
-#: (rank 0's GPU also holds both engines, so each takes a quarter of it).
+#: (rank 0's GPU also holds both engines, so each gets a KV cache of 12 GiB).
 RECIPE_DIR = Path(__file__).resolve().parents[2] / "recipes" / "gpu"
 _LORA = (("lora", True), ("lora_r", 16), ("lora_alpha", 32))
 RECIPE_ROWS = [row for run in ("plan_path_qwen2.5_1.5b_per_role.yaml", "plan_path_qwen3_1.7b_per_role.yaml")
                for row in (Row(run, "ray", "layout_1node.yaml"), Row(run, "ray", "layout_2nodes.yaml"),
                            Row(run, "ray", "layout_1node.yaml", overrides=_LORA),
                            Row(run, "ray", "layout_2nodes.yaml", overrides=_LORA),
-                           Row(run, "torchrun", nproc=8, overrides=(("vllm_gpu_memory_utilization", 0.25),)))]
+                           Row(run, "torchrun", nproc=8, overrides=(("vllm_kv_cache_gib", 12.0),)))]
 MARKERS = ("<!-- memory-table -->", "<!-- /memory-table -->")
 
 
