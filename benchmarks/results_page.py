@@ -123,6 +123,29 @@ def trainer_step(figures: Figures) -> list[str]:
             f"rollout time ({tree['tree_seconds']:.3f} s of {tree['rollout_seconds']:.2f} s)."]
 
 
+def multiturn_vs_trl(figures: Figures) -> list[str]:
+    rows = []
+    for env, e in figures["envs"].items():
+        for trainer, label in (("trl", "TRL `environment_factory`"), ("ours", "AT-GRPO")):
+            t = e[trainer]
+            rows.append([f"`{env}`", label, f"{t['trained_tokens']:,.0f} / {t['steps']}",
+                         f"{t['wall_ms_per_trained_token']:.1f}", f"{t['cpu_ms_per_trained_token']:.1f}",
+                         f"{t['wall_seconds_per_problem_group']:.2f}",
+                         f"{t['rollout_wall_seconds'] / t['wall_seconds']:.0%}", f"{t['update_forward_tokens']:,.0f}",
+                         f"{t['peak_rss_mb']:,.0f}", f"{t['rss_growth_mb']:,.0f}"])
+        update_tokens = e["trl"]["update_forward_tokens"] / e["ours"]["update_forward_tokens"]
+        rows.append([f"`{env}`", "TRL / ours", "", f"**{e['speedup_per_trained_token']:.2f}x**",
+                     f"{e['speedup_per_trained_token_cpu']:.2f}x", f"{e['speedup_per_problem_group']:.2f}x", "",
+                     f"{update_tokens:.2f}x", f"{1 / e['memory_ratio']:.2f}x", ""])
+    first = next(iter(figures["envs"].values()))
+    return [f"One trained role against the scripted partner, {first['problems_per_step']} problem(s) x {first['n']} "
+            f"rollouts (TRL) or branches (ours) per step, at most {first['max_turns']} turns, the tiny tool-calling "
+            "model; ours runs until it has trained as many tokens as TRL's timed steps.", "",
+            *table(["env", "trainer", "trained tokens / steps", "wall ms / trained token", "CPU ms / trained token",
+                    "wall s / problem group", "rollout share", "tokens through the model in the update", "peak RSS MB",
+                    "RSS growth MB"], rows, left=2)]
+
+
 def trainer_memory(figures: Figures) -> list[str]:
     rows = [[r["configuration"], f"{r['peak_rss_gb']:.2f} GB", f"{r['step_peak_gb']:.2f} GB",
              " / ".join(f"{s:.1f}" for s in r["step_seconds"]) + " s"] for r in figures["results"]]
@@ -142,6 +165,67 @@ def rollout_scaling(figures: Figures) -> list[str]:
             *table(["path", "samples/s", "median step s", "median generation s"], rows), "",
             f"Distributed / single-process: **{figures['distributed_vs_single_process']:.2f}x** (single-process torch "
             f"threads {figures['single_process_torch_threads']}; actor start-up {figures['setup_s']:.1f} s)."]
+
+
+def vllm_rollout(figures: Figures) -> list[str]:
+    labels = {"vllm": "vLLM backend", "transformers": "in-process sampler", "hf_generate": "HF `generate`"}
+    rows, ratios = [], []
+    for model, blocks in figures["models"].items():
+        for sampler, label in labels.items():
+            if sampler in blocks:
+                b = blocks[sampler]
+                rows.append([model, label, f"{b['tokens_per_s']:,.0f}", f"{b['median_generate_s']:.2f}",
+                             f"{b['median_sync_s']:.2f}", f"{b['median_step_s']:.2f}", shown(b["load_average"])])
+        for baseline in ("transformers", "hf_generate"):
+            if f"vllm_vs_{baseline}" in blocks:
+                ratio = blocks[f"vllm_vs_{baseline}"]
+                ratios.append(f"{model}, vLLM / {labels[baseline]}: **{ratio['tokens_per_s']:.2f}x** rollout tokens/s, "
+                              f"{ratio['step_s']:.2f}x step time.")
+    w = figures["workload"]
+    return [f"Toy env, {w['roles']} roles x {w['problems']} problems x {w['n']} completions of at most "
+            f"{w['max_new_tokens']} tokens per step, {w['dtype']}, full fine-tuning; medians of {w['repeats']} steps "
+            f"(target: vLLM >= {figures['target_vllm_vs_transformers']:.0f}x the in-process sampler with smollm2).", "",
+            *table(["model", "sampler", "rollout tokens/s", "generate s / step", "sync s / step", "step s",
+                    "load average (1/5/15 min)"], rows, left=2), "", *ratios]
+
+
+def scaling_curves(figures: Figures) -> list[str]:
+    basis = {"step_cpu_s": "CPU", "step_s": "wall"}
+    rows = []
+    for shape, curves in figures["shapes"].items():
+        for variable, curve in curves.items():
+            points, fit = curve["points"], curve["fit"]
+            key = "cpu_s_per_sample" if fit["basis"] == "step_cpu_s" else "s_per_sample"
+            rows.append([shape, f"`{variable}`", " / ".join(str(p[variable]) for p in points),
+                         " / ".join(f"{p[key] * 1000:.1f}" for p in points),
+                         " / ".join(f"{p['peak_mb']:.0f}" for p in points),
+                         f"{fit['time_per_sample_exponent']:+.2f}", f"{fit['time_per_token_exponent']:+.2f}",
+                         f"{fit['peak_memory_exponent']:+.2f}",
+                         "**flagged**" if fit["flagged"] else "no"])
+    fit_basis = {basis[c["fit"]["basis"]] for curves in figures["shapes"].values() for c in curves.values()}
+    lines = [f"One variable at a time around {', '.join(f'{k}={v}' for k, v in figures['base'].items())}; "
+             f"{figures['max_new_tokens']} tokens per completion, median of {figures['repeats']} timed step(s) per "
+             f"point; time per sample is the step's {' and '.join(sorted(fit_basis))} time. A curve is flagged when "
+             f"its time per sample grows with an exponent above {figures['tolerance']:.2f}.", "",
+             *table(["model", "swept", "values", "ms / sample", "step's peak MB", "time/sample exponent",
+                     "time/token exponent", "memory exponent", "flagged"], rows, left=3), "",
+             f"Flagged: {', '.join(figures['flagged']) or 'none'}. Plot: `benchmarks/results/scaling_curves.png`."]
+    tree = figures.get("tree_overhead")
+    if tree:
+        lines += ["", f"Tree overhead (deep copies + branch selection) on `{tree['env']}`, {tree['steps']} steps: "
+                      f"**{tree['tree_share']:.2%}** of rollout time ({tree['tree_seconds']:.3f} s of "
+                      f"{tree['rollout_seconds']:.2f} s)."]
+    return lines
+
+
+def weight_sync(figures: Figures) -> list[str]:
+    rows = [[shape, f"{s['parameters']:,}", f"{s['megabytes']:.1f}", f"{s['object_store_s'] * 1000:.1f}",
+             f"{s['broadcast_s'] * 1000:.1f}", f"**{s['broadcast_speedup']:.2f}x**", f"{s['setup_s'] * 1000:.0f}"]
+            for shape, s in figures["shapes"].items()]
+    return [f"One full-weight sync from the trainer process to {figures['engines']} engine actors, medians of "
+            f"{figures['repeats']} syncs per path (interleaved); broadcast over {figures['backend']}.", "",
+            *table(["shape", "parameters", "MB (fp32)", "object store ms", "broadcast ms", "object store / broadcast",
+                    "group setup ms (once)"], rows)]
 
 
 def mgrpo_comparison(figures: Figures) -> list[str]:
@@ -188,10 +272,19 @@ BENCHMARKS = [
               "reasoning_gym_bridge.json", reasoning_gym_bridge, "benchmarks/envs.md", ("machine",)),
     Benchmark("AT-GRPO trainer step vs TRL's GRPOTrainer", "python benchmarks/trainer_step.py", "trainer_step.json",
               trainer_step, "benchmarks/trainer.md", ("environment",)),
+    Benchmark("Multi-turn AT-GRPO vs TRL's environment_factory GRPO", "python benchmarks/multiturn_vs_trl.py",
+              "multiturn_vs_trl.json", multiturn_vs_trl, "benchmarks/trainer.md", ("environment",)),
     Benchmark("Update memory at a real model's shape", "python benchmarks/trainer_memory.py", "trainer_memory.json",
               trainer_memory, "benchmarks/trainer.md", ("machine", "threads")),
     Benchmark("Rollout throughput, distributed vs single-process", "python -m benchmarks.rollout_scaling",
               "rollout_scaling.json", rollout_scaling, "benchmarks/trainer.md", ("machine",)),
+    Benchmark("Rollout tokens/s: vLLM vs the in-process sampler vs HF generate", "python -m benchmarks.vllm_rollout",
+              "vllm_rollout.json", vllm_rollout, "benchmarks/trainer.md", ("machine",)),
+    Benchmark("Scaling curves: step time and memory against N, turns, roles, prompt length and batch",
+              "python -m benchmarks.scaling_curves", "scaling_curves.json", scaling_curves, "benchmarks/trainer.md",
+              ("machine",)),
+    Benchmark("Weight sync to the engines: object store vs broadcast", "python -m benchmarks.weight_sync",
+              "weight_sync.json", weight_sync, "benchmarks/trainer.md", ("machine",)),
     Benchmark("M-GRPO vs a frozen sub-agent vs single-agent GRPO", "python benchmarks/mgrpo_comparison.py",
               "mgrpo_comparison.json", mgrpo_comparison, "benchmarks/experiments.md"),
     Benchmark("Degenerate groups: prompt variants vs temperature only", "python -m benchmarks.degenerate_groups",

@@ -11,7 +11,7 @@ micro-batch: score ``--rows`` completions of ``--completion-tokens`` tokens afte
 
 Configurations, each in a fresh subprocess (peak RSS is a per-process high-water mark):
 
-* ``before``: the scoring of the trainer before issue 14, kept here verbatim as the baseline
+* ``before``: unchunked scoring, kept here as the baseline
   (:func:`old_token_logprobs`): the model's full ``[B, C, V]`` logits, a float32
   ``log_softmax`` over them, a gather; no gradient checkpointing;
 * ``chunked``: :meth:`trainers.models.policy_set.PolicySet.token_logprobs` with the default
@@ -78,7 +78,7 @@ def write_model(out_dir: Path, layers: int) -> Path:
 
 def old_token_logprobs(policies: Any, model: Any, prompts: Sequence[Sequence[int]],
                        completions: Sequence[Sequence[int]]) -> tuple[Any, Any]:
-    """``PolicySet.token_logprobs`` as it was before issue 14 (the baseline): prompt cache,
+    """Unchunked scoring (the baseline of :meth:`PolicySet.token_logprobs`'s chunking): prompt cache,
     then the full logits of every completion position and a float32 log-softmax over them."""
     import torch
     import torch.nn.functional as F

@@ -181,7 +181,7 @@ def tree_overhead(steps: int) -> dict[str, float]:
             "tree_share": tree / rollout}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default="tiny,small", help=f"comma-separated, from {sorted(SHAPES)}")
     parser.add_argument("--prompts", type=int, default=4)
@@ -191,11 +191,22 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads, the same for both")
     parser.add_argument("--tree-steps", type=int, default=2)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        return measure(args)
+    finally:
+        torch.set_num_threads(threads)  # called as a library (the tests), the caller's thread count is kept
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Both comparisons and the tree overhead, written to ``args.out``."""
     import torch
     import transformers
 
-    torch.set_num_threads(args.threads)
     try:
         import trl
 
@@ -218,6 +229,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
+    return results
 
 
 if __name__ == "__main__":

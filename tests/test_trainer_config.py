@@ -130,11 +130,11 @@ def test_every_field_refuses_bad_values_and_coerces_strings(name):
             TrainConfig(**{"model": "m", **values}).validate()
 
 
-def test_model_is_required_and_vllm_needs_the_shared_regime():
+def test_model_is_required_and_vllm_takes_every_regime():
     with pytest.raises(ConfigError, match="model is required"):
         TrainConfig().validate()
-    with pytest.raises(ConfigError, match="shared regime"):
-        checked(generation_backend="vllm", regime="per_role")
+    assert checked(generation_backend="vllm", regime="per_role").regime == "per_role"
+    assert checked(generation_backend="vllm", policy_map={"a": "x", "b": "y"}).policy_map == {"a": "x", "b": "y"}
 
 
 def test_truncated_importance_sampling_is_on_by_default_with_vllm_only():

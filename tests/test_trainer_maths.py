@@ -136,11 +136,10 @@ def test_regimes_map_roles_to_policies():
         TrainConfig(model="m", policy_map={"a": "x"}).policy_for_roles(["a", "b"])
 
 
-def test_vllm_backend_is_limited_to_the_shared_regime():
+def test_the_vllm_backend_takes_every_regime_and_only_known_backends_are_accepted():
     from trainers.algorithms.atgrpo.config import TrainConfig
 
-    with pytest.raises(ValueError, match="shared regime"):
-        TrainConfig(model="m", generation_backend="vllm", regime="per_role").validate()
+    TrainConfig(model="m", generation_backend="vllm", regime="per_role").validate()
     with pytest.raises(ValueError, match="generation_backend"):
         TrainConfig(model="m", generation_backend="tgi").validate()
     TrainConfig(model="m", generation_backend="vllm").validate()

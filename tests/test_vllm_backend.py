@@ -104,6 +104,27 @@ def test_one_request_per_completion_with_its_own_seed_and_the_stop_ids():
                       "stop_token_ids": [2, 49152]}
 
 
+# ------------------------------------------------------------ engine options
+def test_the_configs_engine_options_reach_the_engine():
+    """vllm_max_model_len, vllm_kv_cache_gib and vllm_enforce_eager (0: vLLM's default) become the
+    engine's options and its ``vllm.LLM`` arguments."""
+    from trainers.algorithms.generators import generator_options
+    from trainers.generation.vllm_backend import engine_options
+
+    config = TrainConfig(model="m", generation_backend="vllm", regime="per_role", vllm_max_model_len="384",
+                         vllm_kv_cache_gib="0.5", vllm_enforce_eager="true", dtype="float32", seed=3)
+    config.validate()
+    options = engine_options(generator_options(config), lora_rank=0)
+    assert options == EngineOptions(dtype="float32", seed=3, max_model_len=384, kv_cache_gib=0.5, enforce_eager=True)
+    kwargs = options.engine_kwargs(adapters=1)
+    assert kwargs["max_model_len"] == 384 and kwargs["kv_cache_memory_bytes"] == 2**29 and kwargs["enforce_eager"]
+    defaults = engine_options(generator_options(TrainConfig(model="m", generation_backend="vllm")), lora_rank=0)
+    assert defaults.max_model_len is None and defaults.kv_cache_gib is None and not defaults.enforce_eager
+    for field in ("vllm_max_model_len", "vllm_kv_cache_gib"):
+        with pytest.raises(ConfigError, match=field):
+            TrainConfig(model="m", **{field: -1}).validate()
+
+
 # ------------------------------------------------------------- LoRA resume
 @pytest.mark.parametrize("lora", [True, False], ids=["lora", "full"])
 def test_the_engine_never_loads_an_adapter_only_directory(toy, tiny, tmp_path, lora):
@@ -290,24 +311,58 @@ def test_the_trainer_syncs_the_engine_after_every_update(toy, tiny, tmp_path):
 
 
 @needs_vllm
-@pytest.mark.xfail(raises=ConfigError, strict=True,
-                   reason="TrainConfig.validate still refuses generation_backend='vllm' with per_role")
-def test_per_role_lora_serves_each_roles_adapter_from_one_engine(toy, tiny, tmp_path):
-    """AT-GRPO's one policy per role on one engine: each role's adapter, synced after every update,
-    is what the engine samples that role with (and not the other role's)."""
+@pytest.mark.parametrize("lora", [True, False], ids=["lora-one-engine", "full-an-engine-per-role"])
+def test_per_role_training_serves_each_role_its_own_policy(toy, tiny, tmp_path, lora):
+    """AT-GRPO's one policy per role (refused with vLLM before): under LoRA one engine serves each
+    role's adapter, under full fine-tuning each role has its own engine; synced after every update,
+    each role's rollouts are its own policy's (and not the other role's). The engine options come
+    from the config."""
     from trainers.algorithms.atgrpo.train import Trainer
+    from trainers.generation.vllm_backend import VLLMEngines
 
-    trainer = Trainer(toy_config(tiny, tmp_path, steps=3, generation_backend="vllm", device="cpu", lora=True,
-                                 regime="per_role", drop_degenerate=False, env_kwargs={}))
+    trainer = Trainer(toy_config(tiny, tmp_path, steps=3, generation_backend="vllm", device="cpu", lora=lora,
+                                 regime="per_role", drop_degenerate=False, env_kwargs={}, vllm_enforce_eager=True,
+                                 vllm_max_model_len=256))
     try:
+        engines = [trainer.generator] if lora else list(trainer.generator.engines.values())
+        assert isinstance(trainer.generator, VLLMGenerator if lora else VLLMEngines)
+        assert trainer.generator.policies == ("first", "second") and len(engines) == (1 if lora else 2)
+        for engine in engines:
+            model_config = engine.llm.llm_engine.vllm_config.model_config
+            assert model_config.max_model_len == 256 and model_config.enforce_eager
         history = trainer.train()
         assert all(abs(m["tis/weight_mean"] - 1) < 1e-4 for m in history), [m["tis/weight_mean"] for m in history]
-        assert trainer.generator.policies == ("first", "second")
         gaps = engine_matches_each_policy(trainer)
         for served, other in (("first", "second"), ("second", "first")):
             assert gaps[served][served] < FP32_GAP and gaps[served][other] > 0.05, gaps
     finally:
         trainer.generator.close()
+
+
+@needs_vllm
+def test_a_distributed_generation_engine_starts_vllm_and_follows_pushed_weights(tiny, tmp_path):
+    """The Ray actor's vLLM engine (built in-process here, the actor's body) used to be started with
+    keyword arguments the backend no longer takes: it now starts with the config's engine options
+    and samples the weights the trainer pushes."""
+    from transformers import AutoModelForCausalLM
+
+    from trainers.distributed.engine import GenerationEngine, weight_state
+    from trainers.models.policy_set import PolicySet
+
+    config = toy_config(tiny, tmp_path, generation_backend="vllm", device="cpu", vllm_enforce_eager=True,
+                        vllm_max_model_len=128, max_new_tokens=MAX_NEW_TOKENS, temperature=TEMPERATURE)
+    actor = GenerationEngine(config, ["first", "second"], "shared")
+    try:
+        assert actor.generator.llm.llm_engine.vllm_config.model_config.max_model_len == 128
+        model = AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32)
+        perturb(model.parameters(), seed=3, scale=0.05)
+        actor.load_weights(weight_state(model, "shared", lora=False, merged=True))
+        scorer = PolicySet(config.model_spec(), {"first": "shared"})
+        prompt = scorer.encode_prompt([{"role": "user", "content": "Problem 1. Answer:"}]).ids
+        generations = actor.generate([prompt], 4, list(range(4)))
+        assert max_gap(generations, trainer_logprobs(scorer, model, generations)) < FP32_GAP
+    finally:
+        actor.generator.close()
 
 
 @needs_vllm

@@ -1,12 +1,13 @@
 """Seeded program mutants of a problem's reference solution: the wrong programs a tester's
 test must tell from the right one to earn credit in ``code_v0``.
 
-**Why.** A tester test used to count as valid when it passed on the reference and failed on
-the reference with every result perturbed
-(:func:`pettingllm_envs.code.judge.sandboxed.wire.perturb`). That perturbation has one
-recognisable signature (strings gain ``"\\x00"``, lists repeat their last element), so a
-test asserting only its absence was "valid" while checking nothing about the task: one
-generic test of that kind was valid on 50 of HumanEval's 128 train problems.
+**Why.** A wrong program is needed to tell a test that checks the task from one that checks
+nothing. The reference with every result perturbed
+(:func:`pettingllm_envs.code.judge.sandboxed.wire.perturb`) is not enough on its own: that
+perturbation has one recognisable signature (strings gain ``"\\x00"``, lists repeat their last
+element), so a test asserting only its absence would be "valid" while checking nothing about
+the task (one generic test of that kind is valid on 50 of HumanEval's 128 train problems
+against the perturbation alone).
 Mutants are wrong programs with no common signature: each changes one place of the
 reference (an operator, a comparison, a constant, a boundary, a condition, a method, a
 statement, an early return), so a test kills one only by checking behaviour of this

@@ -32,6 +32,8 @@ PlacementStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
 DistBackend = Literal["auto", "gloo", "nccl"]
 #: How a policy's training ranks split the work (:mod:`trainers.distributed.data_parallel`).
 DataParallel = Literal["ddp", "fsdp"]
+#: How a policy's weights reach its engines after an update (:mod:`trainers.distributed.weight_sync`).
+WeightSync = Literal["object_store", "broadcast"]
 
 
 @dataclass
@@ -82,6 +84,11 @@ class DistributedConfig:
     dist_backend: DistBackend = "auto"
     """torch.distributed backend of the training groups: ``auto`` is nccl when the training
     workers have GPUs, else gloo."""
+    weight_sync: WeightSync = "object_store"
+    """How updated weights reach the engines: ``object_store`` (rank 0's state dict through Ray's
+    object store) or ``broadcast`` (a gloo/NCCL broadcast from a single-rank training group into
+    the transformers engines' parameters, :mod:`trainers.distributed.weight_sync`); vLLM engines and
+    multi-rank groups always use the object store."""
     call_timeout_s: float = 600.0
     """Longest wait for any actor call (a rollout step's env work, a generation batch, an
     update). Past it the actor counts as failed: rollout workers are replaced, anything else

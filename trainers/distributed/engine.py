@@ -14,7 +14,8 @@ its seed and the weights, so the split changes nothing.
 **Weights** flow from a policy's rank-0 training worker to its engines after every update
 (:meth:`RayGenerator.push`): the worker's weights go into Ray's object store once and every
 engine loads them from there (full weights, the LoRA adapter, or for vLLM the merged
-weights). NCCL broadcasts from the trainer to the engines are not implemented (docs/scaling.md).
+weights). With ``weight_sync="broadcast"`` a single-rank training group broadcasts them into
+transformers engines instead (:mod:`trainers.distributed.weight_sync`, docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -76,15 +77,16 @@ class GenerationEngine:
         if config.generation_backend == "vllm":
             from transformers import AutoTokenizer
 
-            from trainers.generation.vllm_backend import VLLMGenerator
+            from trainers.algorithms.generators import generator_options
+            from trainers.generation.vllm_backend import VLLMGenerator, engine_options
             from trainers.models.prompts import stop_token_ids
 
+            # the trainer pushes merged full weights (weight_state), so the engine serves no adapters
             self.generator: Any = VLLMGenerator(
                 config.model, temperature=config.temperature, max_new_tokens=config.max_new_tokens,
                 stop_token_ids=stop_token_ids(AutoTokenizer.from_pretrained(config.model),
                                               generation_config_of(config.model)),
-                seed=config.seed, dtype=config.dtype, gpu_memory_utilization=config.vllm_gpu_memory_utilization,
-                policy=policy)
+                policies=[policy], options=engine_options(generator_options(config), lora_rank=0))
         else:
             from trainers.generation.transformers_backend import TransformersGenerator
             from trainers.models.policy_set import PolicySet
@@ -98,14 +100,32 @@ class GenerationEngine:
     def load_weights(self, state: Any) -> None:
         """Take the training worker's weights (:func:`weight_state`) for the next ``generate``."""
         if self.policies is None:  # vLLM: merged (name, tensor) pairs
-            self.generator.load_state(state)
-            self.generator.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
+            self.generator.load_state(state)  # which also drops the prefix cache of the old weights
         elif self.config.lora:
             from peft import set_peft_model_state_dict
 
             set_peft_model_state_dict(self.policies.peft_model, state, adapter_name=self.policy)
         else:
             self.policies.models[self.policy].load_state_dict(state)
+
+    def join_weight_group(self, host: str, port: int, rank: int, world_size: int, backend: str,
+                          timeout_s: float) -> None:
+        """Join a sender's broadcast group (:class:`~trainers.distributed.weight_sync.EngineBroadcast`)."""
+        from trainers.distributed.weight_sync import open_group
+
+        if self.policies is None:
+            raise ValueError("the vLLM engine takes merged weights through the object store, not a broadcast")
+        self.weight_group = open_group(host, port, rank, world_size, backend=backend, timeout_s=timeout_s)
+
+    def receive_weights(self) -> None:
+        """Overwrite this policy's weights (its adapter under LoRA) with the group's rank-0 broadcast."""
+        from trainers.distributed.weight_sync import broadcast_tensors, sync_tensors
+
+        if self.config.lora:
+            tensors = sync_tensors(self.policies.peft_model, adapter=self.policy)
+        else:
+            tensors = sync_tensors(self.policies.models[self.policy])
+        broadcast_tensors(self.weight_group, tensors)
 
     def ready(self) -> bool:
         return True
@@ -123,8 +143,12 @@ class RayGenerator:
     follows_updates = True
 
     def __init__(self, config: TrainConfig, dist: DistributedConfig, roles: Sequence[str],
-                 slots: dict[str, list[Slot]]) -> None:
+                 slots: dict[str, list[Slot]], *, weight_sync: str = "object_store") -> None:
+        """``weight_sync``: how :meth:`sync` ships weights, ``object_store`` or ``broadcast``
+        (:mod:`~trainers.distributed.weight_sync`; the vLLM engine always takes the object store)."""
         ray = import_ray()
+        self.weight_sync = weight_sync
+        self.broadcasts: dict[str, Any] = {}
         self.timeout = dist.call_timeout_s
         self.logprob_source: LogprobSource = "engine" if config.generation_backend == "vllm" else "exact"
         self.merged_weights = config.generation_backend == "vllm"
@@ -143,6 +167,7 @@ class RayGenerator:
         """Kill engine ``index`` of ``policy`` (it may be hung, not dead) and start a new one on its
         bundle, from the base model: :meth:`push` the policy's weights before it generates."""
         kill_all([self.engines[policy][index]])
+        self.broadcasts.pop(policy, None)  # the new engine is in no group: the next sync builds one
         self.engines[policy][index] = self._spawn(policy, self.slots[policy][index])
         return self.engines[policy][index]
 
@@ -166,13 +191,34 @@ class RayGenerator:
         get([engine.load_weights.remote(state_ref) for engine in self.engines[policy]], self.timeout,
             f"the generation engines of {policy!r} (loading weights)")
 
+    def broadcasts_from(self, policy: str, workers: Sequence[Any]) -> bool:
+        """Broadcast the weights of ``policy``'s training group ``workers`` to its engines and say
+        True, when ``weight_sync`` is ``broadcast``, the engines are transformers ones and the
+        group has one rank (a multi-rank group's full weights exist only after a gather); else False."""
+        if self.weight_sync != "broadcast" or self.merged_weights or len(workers) != 1:
+            return False
+        from trainers.distributed.weight_sync import EngineBroadcast
+
+        if policy not in self.broadcasts:
+            self.broadcasts[policy] = EngineBroadcast(self.engines[policy], worker=workers[0], timeout_s=self.timeout)
+        self.broadcasts[policy].send()
+        return True
+
     def sync(self, policy: str, model: Any) -> None:
         """Push the weights of an in-process ``model`` (the distributed trainer pushes its rank-0
         training worker's weights with :meth:`push` instead, without passing through here)."""
         ray = import_ray()
         lora = hasattr(model, "peft_config")
+        if self.weight_sync == "broadcast" and not self.merged_weights:
+            from trainers.distributed.weight_sync import EngineBroadcast, sync_tensors
+
+            if policy not in self.broadcasts:
+                self.broadcasts[policy] = EngineBroadcast(self.engines[policy], timeout_s=self.timeout)
+            self.broadcasts[policy].send(sync_tensors(model, adapter=policy if lora else None))
+            return
         self.push(policy, ray.put(weight_state(model, policy, lora=lora, merged=self.merged_weights)))
 
     def close(self) -> None:
         kill_all(engine for engines in self.engines.values() for engine in engines)
         self.engines = {}
+        self.broadcasts = {}

@@ -120,7 +120,10 @@ class RemotePolicies(PromptEncoder):
         return stats
 
     def push_weights(self, name: str, generator: RayGenerator) -> None:
-        """Rank 0's current weights to the policy's engines, through the object store."""
+        """Rank 0's current weights to the policy's engines: by broadcast from a single-rank group
+        when the generator is set up for it, else through the object store."""
+        if generator.broadcasts_from(name, self.groups[name]):
+            return
         refs = self.on_every_rank(name, "weights", generator.merged_weights)
         generator.push(name, refs[0])
         get(refs[1:], self.timeout, f"the training group of {name!r} (gathering weights)")
@@ -183,7 +186,8 @@ class DistributedTrainer(Trainer):
 
     def make_generator(self, checkpoint: Path | None) -> RayGenerator:
         assert self.pools is not None and isinstance(self.policies, RemotePolicies)
-        generator = RayGenerator(self.config, self.dist, self.roles, self.pools.engines)
+        generator = RayGenerator(self.config, self.dist, self.roles, self.pools.engines,
+                                 weight_sync=self.dist.weight_sync)
         for name in self.policies.names:  # the engines start from the base model: give them the run's weights
             self.policies.push_weights(name, generator)
         return generator

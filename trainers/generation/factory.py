@@ -44,6 +44,12 @@ class GeneratorOptions:
     """An engine's own random seed (requests with seeds do not use it)."""
     vllm_gpu_memory_utilization: float = 0.3
     """Share of GPU memory a vLLM engine may take."""
+    vllm_max_model_len: int = 0
+    """Longest prompt + completion a vLLM engine serves; 0: the model's own limit."""
+    vllm_kv_cache_gib: float = 0.0
+    """A vLLM engine's KV cache in GiB; 0: vLLM's default."""
+    vllm_enforce_eager: bool = False
+    """Run a vLLM engine without compilation or graph capture (faster start, slower generation)."""
     openai_base_url: str = ""
     """Server root including ``/v1`` (``openai``)."""
     openai_model: str = ""

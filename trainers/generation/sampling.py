@@ -23,7 +23,7 @@ def sample_categorical(probs: torch.Tensor, draw: torch.Tensor | None = None) ->
     uniforms in [0, 1) ``[B, 1]`` float64 (per-request seeded streams); None draws them from
     torch's global generator.
 
-    The old way, a float32 cumulative sum and a float32 uniform, has a resolution of ~6e-8
+    The plain way, a float32 cumulative sum and a float32 uniform, has a resolution of ~6e-8
     where the sum is near 1: on a real LM's 50k-150k vocabulary tens of thousands of tail
     tokens add nothing to the running sum and could never be drawn (~1e-4 to 1e-3 of the
     mass, and the rest off by as much in total variation). Here the cumulative sums and the

@@ -104,7 +104,7 @@ def generate(policies: PolicySet, name: str, prompts: Sequence[Sequence[int]], n
     cache grows in place (:func:`reserve_cache`), tokens are drawn with one uniform per
     row (:func:`sample_categorical`), and when no row is padded (equal-length prompts) no
     attention mask is passed at all, which lets the attention kernel skip masking.
-    Forwards run in the compute dtype (:meth:`PolicySet.autocast`)."""
+    Forwards run in the compute dtype (:meth:`~trainers.models.policy_set.PolicySet.autocast`)."""
     check_seeds(prompts, n, seeds)
     temperature = policies.spec.temperature if temperature is None else temperature
     budget = policies.spec.max_new_tokens if max_new_tokens is None else max_new_tokens

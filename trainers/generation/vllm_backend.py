@@ -11,7 +11,8 @@ sync therefore writes files and sends their path (:mod:`trainers.generation.vllm
 * full fine-tuning: the policy's weights (PEFT adapters merged) go to one safetensors file that
   the engine reloads in place (:class:`trainers.generation.vllm_worker.WeightSync`, vLLM's
   ``reload_weights`` with tied embeddings kept tied); its prefix cache is then dropped, since
-  cached prompts were computed with the old weights;
+  cached prompts were computed with the old weights; several policies (one per role) get an
+  engine each (:class:`VLLMEngines`), since an engine holds one set of weights;
 * LoRA (``EngineOptions.max_lora_rank > 0``): each policy is one adapter on the engine's base
   model, and each sync writes the policy's adapter to a new directory served under a new adapter
   id (vLLM caches adapters by id, so a reused id would keep serving the old weights). One engine
@@ -157,14 +158,24 @@ class EngineOptions:
         return kwargs
 
 
-def engine_init_path(model: str, checkpoint: Path | None, *, lora: bool) -> str:
-    """The directory the engine loads at start: the shared policy of a full fine-tuning
-    checkpoint (a complete model), else the base ``model``. Under LoRA a checkpoint's policy
-    directory holds adapters only, so the engine loads the base and the trainer then pushes
-    the adapters (:func:`needs_initial_sync`)."""
+def engine_options(options: GeneratorOptions, *, lora_rank: int) -> EngineOptions:
+    """The engine options of a run's generator options; ``lora_rank`` > 0: policies are served as
+    adapters of that rank (0 and unset fields: vLLM's defaults)."""
+    return EngineOptions(dtype=options.dtype, seed=options.seed,
+                         gpu_memory_utilization=options.vllm_gpu_memory_utilization,
+                         max_model_len=options.vllm_max_model_len or None,
+                         kv_cache_gib=options.vllm_kv_cache_gib or None,
+                         enforce_eager=options.vllm_enforce_eager, max_lora_rank=lora_rank)
+
+
+def engine_init_path(model: str, checkpoint: Path | None, *, lora: bool, policy: str = "shared") -> str:
+    """The directory the engine of ``policy`` loads at start: that policy's directory in a full
+    fine-tuning checkpoint (a complete model), else the base ``model``. Under LoRA a checkpoint's
+    policy directories hold adapters only, so the engine loads the base and the trainer then
+    pushes the adapters (:func:`needs_initial_sync`)."""
     if checkpoint is None or lora:
         return model
-    return str(checkpoint / "policies" / "shared")
+    return str(checkpoint / "policies" / policy)
 
 
 def needs_initial_sync(checkpoint: Path | None, *, lora: bool) -> bool:
@@ -221,16 +232,29 @@ class VLLMGenerator:
 
     @classmethod
     def from_config(cls, options: GeneratorOptions, policies: PolicySet, *,
-                    checkpoint: Path | None = None) -> VLLMGenerator:
-        """The engine for a run's policies (LoRA: one adapter each), loaded from the checkpoint a
-        resumed run starts from (:func:`engine_init_path`), its adapters pushed under LoRA."""
-        engine = EngineOptions(dtype=options.dtype, seed=options.seed,
-                               gpu_memory_utilization=options.vllm_gpu_memory_utilization,
-                               max_lora_rank=policies.spec.lora_r if options.lora else 0)
-        generator = cls(engine_init_path(options.model, checkpoint, lora=options.lora),
-                        temperature=options.temperature, max_new_tokens=options.max_new_tokens,
-                        stop_token_ids=policies.eos_ids, policies=policies.names, options=engine)
-        if needs_initial_sync(checkpoint, lora=options.lora):
+                    checkpoint: Path | None = None) -> VLLMGenerator | VLLMEngines:
+        """The engines for a run's policies: under LoRA one engine, each policy an adapter (pushed
+        at once when resuming, :func:`needs_initial_sync`); under full fine-tuning one engine per
+        policy, each loaded from the checkpoint a resumed run starts from (:func:`engine_init_path`)."""
+        rank = policies.spec.lora_r if options.lora else 0
+        engine = engine_options(options, lora_rank=rank)
+
+        def start(path: str, served: Sequence[str]) -> VLLMGenerator:
+            return cls(path, temperature=options.temperature, max_new_tokens=options.max_new_tokens,
+                       stop_token_ids=policies.eos_ids, policies=served, options=engine)
+
+        if not options.lora:
+            engines = {}
+            try:
+                for name in policies.names:
+                    engines[name] = start(engine_init_path(options.model, checkpoint, lora=False, policy=name), [name])
+            except BaseException:
+                for started in engines.values():
+                    started.close()
+                raise
+            return engines[policies.names[0]] if len(engines) == 1 else VLLMEngines(engines)
+        generator = start(options.model, policies.names)
+        if needs_initial_sync(checkpoint, lora=True):
             for name in policies.names:
                 with policies.active(name) as model:
                     generator.sync(name, model)
@@ -299,6 +323,34 @@ class VLLMGenerator:
             self.llm.llm_engine.engine_core.shutdown()
             self.llm = None
         shutil.rmtree(self.files, ignore_errors=True)
+
+
+class VLLMEngines:
+    """Several policies under full fine-tuning, one :class:`VLLMGenerator` each (an engine holds one
+    set of full weights); calls go to the engine of the policy they name."""
+
+    follows_updates = BACKENDS["vllm"].follows_updates
+    logprob_source: LogprobSource = BACKENDS["vllm"].logprob_source
+
+    def __init__(self, engines: dict[str, VLLMGenerator]) -> None:
+        self.engines = engines
+        self.policies = tuple(engines)
+
+    def _engine(self, policy: str) -> VLLMGenerator:
+        if policy not in self.engines:
+            raise ValueError(f"these vLLM engines serve policies {list(self.policies)}, not {policy!r}")
+        return self.engines[policy]
+
+    def generate(self, policy: str, prompts: Sequence[Sequence[int]], n: int, *,
+                 seeds: Sequence[int] | None = None) -> list[Generation]:
+        return self._engine(policy).generate(policy, prompts, n, seeds=seeds)
+
+    def sync(self, policy: str, model: torch.nn.Module) -> None:
+        self._engine(policy).sync(policy, model)
+
+    def close(self) -> None:
+        for engine in self.engines.values():
+            engine.close()
 
 
 def _merged_state(model: torch.nn.Module) -> Iterable[tuple[str, torch.Tensor]]:

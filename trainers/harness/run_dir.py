@@ -49,8 +49,8 @@ def check_run_dir(run_dir: Path, *, resume: bool, overwrite: bool, dump_samples:
                   ignore: Collection[str] = ()) -> None:
     """Refuse to start a new run over an earlier one: a ``run_dir`` that holds files (other than
     ``ignore``), or a ``dump_samples`` file that exists, needs ``resume`` (continue it) or
-    ``overwrite`` (replace it). Without this a second run deleted the first one's metrics and
-    samples but kept its checkpoints and plots, which then no longer matched."""
+    ``overwrite`` (replace it). Otherwise a second run would delete the first one's metrics and
+    samples but keep its checkpoints and plots, which would then not match them."""
     if resume and overwrite:
         raise ConfigError("resume and overwrite contradict each other: --resume continues the run in run_dir, "
                           "--overwrite deletes it")

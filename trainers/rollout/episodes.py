@@ -16,8 +16,8 @@ How each trap of the reference implementation is avoided, by construction:
    branch, and every later prompt is read from it, so prompts and termination always
    reflect the selection.
 2. *N identical copies*: agent ``a``'s N completions are generated from S and applied to N
-   fresh deep copies of S *after* the previous agent's selection; each reward is read from
-   the branch its completion was applied to.
+   branches of S *after* the previous agent's selection (N - 1 deep copies and S itself);
+   each reward is read from the branch its completion was applied to.
 3. *Groups mixing problems*: every sample carries its problem id, and every group key
    contains it (:mod:`trainers.maths.advantages`).
 4. *Same-turn blindness*: agents act one at a time on the live state; the env builds a
@@ -94,7 +94,7 @@ class Sample:
     @property
     def prompt_truncated(self) -> bool:
         """The prompt lost part of its history to ``max_prompt_tokens`` (the trainer's sampler
-        sets it on the completion, :meth:`trainers.models.policy_set.PolicySet.encode_prompt`)."""
+        sets it on the completion, :meth:`trainers.models.prompts.PromptEncoder.encode_prompt`)."""
         return bool(getattr(self.completion, "prompt_truncated", False))
 
 
@@ -267,8 +267,9 @@ class TreeStates(Protocol):
 
     def expand(self, nodes: Sequence[Node], completions: Sequence[Sequence[Completion]],
                chosen: Sequence[int | None]) -> list[Expansion]:
-        """Branch every node N ways (one fresh deep copy per completion), continue from branch
-        ``chosen[k]`` or, where it is None, the first best reward; one expansion per node."""
+        """Branch every node N ways (one branch per completion, all but the last a deep copy),
+        continue from branch ``chosen[k]`` or, where it is None, the first best reward; one
+        expansion per node."""
         ...
 
     def successes(self) -> list[bool]:
@@ -279,13 +280,19 @@ class TreeStates(Protocol):
 def expand_node(state: AECEnv, node: Node, completions: Sequence[Completion], chosen: int | None
                 ) -> tuple[AECEnv, Expansion]:
     """The N branches of ``node`` (live state ``state``): every completion applied to its own
-    deep copy, its reward read from that copy (trap 2); returns the branch that continues
-    (``chosen``, or the first best reward when None) and the samples."""
+    branch, its reward read from that branch (trap 2); returns the branch that continues
+    (``chosen``, or the first best reward when None) and the samples.
+
+    The first N - 1 branches are deep copies of ``state``, made before it is stepped; the last is
+    ``state`` itself. The caller replaces ``state`` with the returned branch and never reads it
+    again, and a faithful deep copy steps exactly as the original does, so one copy per node is
+    saved without a change in the samples."""
     seconds_tree = 0.0
     branches, samples = [], []
+    last = len(completions) - 1
     for i, completion in enumerate(completions):
         copy_start = time.perf_counter()
-        branch = copy.deepcopy(state)
+        branch = state if i == last else copy.deepcopy(state)
         seconds_tree += time.perf_counter() - copy_start
         branch.step(completion.text)
         reward, reward_global, reward_local = acting_reward(branch, node.agent)

@@ -29,7 +29,7 @@ def wire_call(call: str) -> str:
     """A call (:func:`.recording.call_text`) as the one-process run reads it, JSON text: ``[args,
     kwargs]`` where JSON carries them exactly (lists, str-keyed dicts, strings, numbers,
     booleans, None: most calls), else the ``repr`` as a JSON string, which the run reads
-    with ``ast.literal_eval``. Parsing a call was a large part of a short run; JSON comes
+    with ``ast.literal_eval``. Parsing a call with ``ast.literal_eval`` is a large part of a short run; JSON comes
     out of the run's one ``json.loads`` of its stdin already parsed."""
     args, kwargs = ast.literal_eval(call)
     plain = [list(args), kwargs]

