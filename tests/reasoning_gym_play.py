@@ -11,6 +11,14 @@ from pettingllm_envs.bridges.reasoning_gym_answers import refusal
 from pettingllm_envs.episodes import Episode, play_episode
 
 ENV_ID = "reasoning_gym_v0"
+#: Datasets whose conformance runs by default; the long tail below runs with the slow tests.
+FAST_DATASETS = ["basic_arithmetic", "countdown", "gsm_symbolic", "knights_knaves", "maze", "spiral_matrix"]
+SLOW_DATASETS = [
+    "ab", "aiw", "arc_1d", "base_conversion", "binary_matrix", "caesar_cipher", "chain_sum", "decimal_arithmetic",
+    "fraction_simplification", "gcd", "letter_counting", "letter_jumble", "mini_sudoku", "n_queens",
+    "number_sorting", "prime_factorization", "sokoban", "spell_backward", "string_insertion", "sudoku",
+    "tower_of_hanoi", "word_sorting",
+]
 
 
 def wrong_answer(env: Any) -> str:

@@ -4,7 +4,7 @@ reason), and their problems: one dataset object per configuration, items cached.
 reasoning-gym (``pip install -e '.[reasoning-gym]'``, version 0.1.25) is imported on first
 use, so listing envs never needs it. Item ``k`` of a reasoning-gym dataset is a function of
 its seed and ``k``; the env asks for items ``0 .. pool_size(name) - 1`` of the dataset seeded with
-``data_seed``, so a problem is the same in every process (``tests/test_reasoning_gym_env.py``
+``data_seed``, so a problem is the same in every process (``tests/envs/bridges/test_reasoning_gym_env.py``
 checks it across hash seeds for every bridged dataset).
 """
 
@@ -30,7 +30,7 @@ SMALL_POOLS = {"acre": 10_000}
 #: Items kept generated per process (a reset then costs a dictionary look-up).
 ITEM_CACHE_SIZE = 4096
 
-#: Datasets the bridge refuses, with the reason (checked by tests/test_reasoning_gym_env.py).
+#: Datasets the bridge refuses, with the reason (checked by tests/envs/bridges/test_reasoning_gym_env.py).
 _SYMPY = ("score_answer evaluates the answer with SymPy's parse_expr (Python eval) and simplifies it: code in an "
           "answer would run, and a short answer can take unbounded time")
 _NO_ANSWER = ("items carry no reference answer (None; the scorer checks a solution by simulating it): "

@@ -2,7 +2,7 @@
 
 Every ``-v0`` game of TextArena's registry is in exactly one of :data:`GAMES` (two-player
 games that reset and play offline), :data:`UNAVAILABLE` (with the measured reason) or
-:data:`SINGLE_PLAYER`; ``tests/test_textarena_games.py`` checks that the table is complete
+:data:`SINGLE_PLAYER`; ``tests/envs/bridges/test_textarena_games.py`` checks that the table is complete
 and that each reason holds, without importing the modules that would download NLTK data.
 
 A game's *move generator* lists candidate action strings for the player to move, read

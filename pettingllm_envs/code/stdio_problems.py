@@ -1,7 +1,7 @@
 """Stdin/stdout problems written for this project, so that the stdio format of ``code_v0``
 works offline. Each record is in the ``generic`` format of :mod:`pettingllm_envs.code.datasets`:
 the statement shows one example; the hidden ``tests`` are different inputs whose expected
-outputs come from the reference ``solution`` (``tests/test_code_datasets.py`` re-checks them).
+outputs come from the reference ``solution`` (``tests/envs/code/test_code_datasets.py`` re-checks them).
 The records live in :mod:`.stdio_number_problems` and :mod:`.stdio_text_problems`; this module
 puts them in the dataset's order."""
 
