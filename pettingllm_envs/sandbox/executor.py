@@ -97,7 +97,8 @@ class _Server:
         self.write_fd = self.proc.stdin.fileno()
         self.read_fd = self.proc.stdout.fileno()
         self.pending: dict[int, Future[dict[str, Any]]] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # pending and alive
+        self.write_lock = threading.Lock()  # one writer at a time, so that frames never interleave
         self.alive = True
         hello = self._read_frame()
         if hello is None or "fatal" in hello:
@@ -154,22 +155,32 @@ class _Server:
         with contextlib.suppress(OSError):
             self.proc.wait(timeout=5)
 
-    def submit(self, request: dict[str, Any]) -> Future[dict[str, Any]]:
-        future: Future[dict[str, Any]] = Future()
-        frame = encode_frame(request)
+    def submit(self, requests: Sequence[dict[str, Any]]) -> list[Future[dict[str, Any]]]:
+        """Send ``requests`` to the server in one write (one wake-up of the server for a whole
+        batch, not one per run); a future per request for its result. The write, which blocks
+        while the server's input pipe is full, holds only the write lock: the reader thread
+        must still be able to take results, or a server blocked on sending them would never
+        read the rest of the batch."""
+        futures: list[Future[dict[str, Any]]] = [Future() for _ in requests]
+        frames = b"".join(encode_frame(request) for request in requests)
         with self.lock:
             if not self.alive:
-                future.set_result({"error": "the sandbox fork server exited"})
-                return future
-            self.pending[request["id"]] = future
+                for future in futures:
+                    future.set_result({"error": "the sandbox fork server exited"})
+                return futures
+            for request, future in zip(requests, futures, strict=True):
+                self.pending[request["id"]] = future
+        with self.write_lock:
             try:
-                view = memoryview(frame)
+                view = memoryview(frames)
                 while view:
                     view = view[os.write(self.write_fd, view):]
             except OSError:
-                self.pending.pop(request["id"], None)
-                future.set_result({"error": "the sandbox fork server exited"})
-        return future
+                with self.lock:  # those the reader thread has not failed already
+                    for request in requests:
+                        if (future := self.pending.pop(request["id"], None)) is not None:
+                            future.set_result({"error": "the sandbox fork server exited"})
+        return futures
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -207,10 +218,11 @@ class _Client:
                 self._server = _Server(self._block)
             return self._server
 
-    def submit(self, request: dict[str, Any]) -> tuple[_Server, Future[dict[str, Any]]]:
+    def submit(self, requests: Sequence[dict[str, Any]]) -> tuple[_Server, list[Future[dict[str, Any]]]]:
         server = self.server()
-        request["id"] = next(self._ids)
-        return server, server.submit(request)
+        for request in requests:
+            request["id"] = next(self._ids)
+        return server, server.submit(requests)
 
     def close(self) -> None:
         with self._lock:
@@ -342,7 +354,7 @@ def execute(
     """
     start = time.perf_counter()
     request = _request(code, stdin, timeout, memory_mb, max_output_bytes, max_processes, isolate_network)
-    server, future = _CLIENT.submit(request)
+    server, (future,) = _CLIENT.submit([request])
     try:
         return _result(server, future, timeout)
     finally:
@@ -366,11 +378,11 @@ def execute_many(
     start = time.perf_counter()
     batch = next(_BATCHES)
     requests = [_request(code, stdin, **{**DEFAULTS, **options}) for code, stdin in zip(programs, inputs, strict=True)]
-    # All requests go out at once; the server runs ``workers`` of them at a time.
-    submitted = [_CLIENT.submit({**request, "batch": batch, "batch_workers": workers}) for request in requests]
+    # All requests go out at once, in one write; the server runs ``workers`` of them at a time.
+    server, futures = _CLIENT.submit([{**request, "batch": batch, "batch_workers": workers} for request in requests])
     budget = requests[0]["timeout"] * math.ceil(len(requests) / workers) if requests else 0.0
     try:
-        return [_result(server, future, budget) for server, future in submitted]
+        return [_result(server, future, budget) for future in futures]
     finally:
         _WAITED.add(time.perf_counter() - start)
 
