@@ -5,7 +5,8 @@ tokens per agent step (EOS is suppressed in both: TRL through ``min_new_tokens``
 not stopping at EOS), single-turn prompts with the same chat template and text,
 temperature 1, no top-k/top-p, one PPO epoch, token-mean loss (TRL's ``dapo``), no KL, no
 reference model, no activation checkpointing (TRL turns it on by default; it trades
-compute for memory, which would slow TRL down for nothing here), fp32, one optimiser step.
+compute for memory, which would slow TRL down for nothing here), fp32, one optimiser step,
+micro-batches of ``prompts x n`` sequences in both.
 The script checks that both really produced ``prompts x n x max_new_tokens`` completion
 tokens per agent step and reports tokens/s as well as seconds.
 
@@ -65,8 +66,10 @@ def make_ours(model_dir: Path, run_dir: Path, prompts: int, n: int, tokens: int,
     from trainers.algorithms.atgrpo.train import Trainer
 
     pettingllm_envs.register("toy_bytes_v0", "toy_env")
+    # One micro-batch per role, as TRL's per_device_train_batch_size: each role's samples come in
+    # one block, so a micro-batch never pads the first role's prompts to the second role's width.
     config = TrainConfig(env="toy_bytes_v0", model=str(model_dir), run_dir=str(run_dir), problems_per_step=prompts,
-                         n_samples=n, max_new_tokens=tokens, micro_batch_size=2 * prompts * n, progress=False,
+                         n_samples=n, max_new_tokens=tokens, micro_batch_size=prompts * n, progress=False,
                          tensorboard=False, checkpoint_every=0, steps=steps, lr=1e-6, drop_degenerate=False,
                          device="cpu", env_kwargs={"targets": {"first": "", "second": ""}},
                          eval_every=0)  # a timed step is one training step, as TRL's; no held-out evaluation

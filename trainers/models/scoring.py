@@ -106,24 +106,111 @@ def selective_logprobs(
     """``log softmax(head(hidden) / temperature)[target]`` per row of ``hidden`` ``[N, H]``, in float32.
 
     Computed as ``logit[target] - logsumexp(logits)`` over chunks of ``chunk_size`` rows
-    (0: one chunk). Under autograd each chunk is checkpointed, so only its ``hidden`` rows
-    are kept and its ``[chunk, V]`` logits are recomputed in the backward: the peak is one
-    chunk's logits instead of ``N x V`` (plus the log-softmax copy and its gradient)."""
+    (0: one chunk). Under autograd each chunk's ``[chunk, V]`` logits are recomputed in the
+    backward rather than kept, so the peak is one chunk's logits instead of ``N x V`` (plus
+    the log-softmax copy and its gradient). A bias-free ``nn.Linear`` head (every causal LM's)
+    takes :class:`_ChunkedLinearLogprobs`; any other head is checkpointed chunk by chunk."""
 
     def chunk_logprobs(h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         logits = head(h).float() / temperature
         return logits.gather(1, t[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
 
-    if chunk_size <= 0 or hidden.shape[0] <= chunk_size:
+    chunk_size = chunk_size if 0 < chunk_size < hidden.shape[0] else hidden.shape[0]
+    if torch.is_grad_enabled() and _plain_linear(head):
+        return _ChunkedLinearLogprobs.apply(hidden, head.weight, targets, head, temperature, chunk_size)
+    if chunk_size == hidden.shape[0]:
         return chunk_logprobs(hidden, targets)
-    parts = []
-    for start in range(0, hidden.shape[0], chunk_size):
-        h, t = hidden[start:start + chunk_size], targets[start:start + chunk_size]
-        if torch.is_grad_enabled():
-            parts.append(checkpoint(chunk_logprobs, h, t, use_reentrant=False))
-        else:
-            parts.append(chunk_logprobs(h, t))
-    return torch.cat(parts)
+    starts = range(0, hidden.shape[0], chunk_size)
+    if not torch.is_grad_enabled():
+        return torch.cat([chunk_logprobs(hidden[s:s + chunk_size], targets[s:s + chunk_size]) for s in starts])
+    return torch.cat([checkpoint(chunk_logprobs, hidden[s:s + chunk_size], targets[s:s + chunk_size],
+                                 use_reentrant=False) for s in starts])
+
+
+def _plain_linear(head: Any) -> bool:
+    """Whether ``head`` computes exactly ``hidden @ head.weight.T`` on a local tensor (not a
+    sharded DTensor, whose full weight exists only inside its module's forward)."""
+    if type(head) is not torch.nn.Linear or head.bias is not None:
+        return False
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # a torch built without distributed
+        return True
+    return not isinstance(head.weight, DTensor)
+
+
+class _ChunkedLinearLogprobs(torch.autograd.Function):
+    """:func:`selective_logprobs` through a bias-free linear head, chunk by chunk, with a hand-written backward.
+
+    Forward: per chunk (the last rows first), the head's logits (the module itself runs, under
+    the caller's autocast) and ``logit[target] - logsumexp``; saved are ``hidden``, the targets,
+    each row's ``logsumexp`` and, of the chunk computed last (the first rows), its
+    probabilities ``exp(logit - logsumexp)``: the backward needs them first, so keeping them
+    costs no more than the buffer the backward would allocate, and saves recomputing that
+    chunk (with one chunk, nothing is recomputed). Backward: per chunk, the probabilities
+    (kept, or recomputed into that same buffer) turned in place into the logits' gradient
+    ``g * (onehot(target) - p) / temperature`` (the terms autograd gives for ``gather -
+    logsumexp`` and the division), then ``grad_hidden = G @ W`` and ``grad_W += G^T @ hidden``
+    into one buffer. Checkpointing each chunk instead costs its whole recomputation, a fresh
+    ``[chunk, V]`` tensor per elementwise op of the replay and of its backward, and a ``[V, H]``
+    weight gradient per chunk that autograd then adds up."""
+
+    @staticmethod
+    def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, head: torch.nn.Module,
+                temperature: float, chunk_size: int) -> torch.Tensor:
+        out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+        lse = torch.empty_like(out)
+        for start in reversed(range(0, hidden.shape[0], chunk_size)):
+            stop = min(start + chunk_size, hidden.shape[0])
+            logits = head(hidden[start:stop]).float()
+            if temperature != 1.0:
+                logits = logits / temperature
+            torch.logsumexp(logits, dim=-1, out=lse[start:stop])
+            torch.sub(logits.gather(1, targets[start:stop, None]).squeeze(1), lse[start:stop], out=out[start:stop])
+        ctx.save_for_backward(hidden, weight, targets, lse)
+        ctx.kept = logits.sub_(lse[:stop, None]).exp_()  # an attribute, so the backward can free it
+        ctx.temperature, ctx.chunk_size = temperature, chunk_size
+        ctx.autocast_dtype = (torch.get_autocast_dtype(hidden.device.type)
+                              if torch.is_autocast_enabled(hidden.device.type) else None)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        hidden, weight, targets, lse = ctx.saved_tensors
+        probs, ctx.kept = ctx.kept, None
+        want_hidden, want_weight = ctx.needs_input_grad[:2]
+        dtype = ctx.autocast_dtype or hidden.dtype  # the head's matmuls ran in the autocast dtype, if any
+        grad_out = grad_out.float()
+        grad_hidden = torch.empty_like(hidden) if want_hidden else None
+        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if want_weight else None
+        w = weight.to(dtype)
+        for start in range(0, hidden.shape[0], ctx.chunk_size):
+            stop = min(start + ctx.chunk_size, hidden.shape[0])
+            h, g = hidden[start:stop].to(dtype), grad_out[start:stop]
+            if start > 0:  # recompute: the first chunk's probabilities were kept
+                if dtype == torch.float32:
+                    logits = torch.mm(h, w.t(), out=probs[:stop - start])
+                else:
+                    logits = torch.nn.functional.linear(h, w).float()
+                if ctx.temperature != 1.0:
+                    logits.div_(ctx.temperature)
+                probs = logits.sub_(lse[start:stop, None]).exp_()
+            grad = probs.mul_(-g[:, None])
+            grad.index_put_((torch.arange(stop - start, device=grad.device), targets[start:stop]), g, accumulate=True)
+            if ctx.temperature != 1.0:
+                grad.div_(ctx.temperature)
+            grad = grad.to(dtype)
+            if grad_hidden is not None and dtype == hidden.dtype:
+                torch.mm(grad, w, out=grad_hidden[start:stop])
+            elif grad_hidden is not None:
+                grad_hidden[start:stop] = grad @ w
+            if grad_weight is not None:
+                if dtype == torch.float32:
+                    grad_weight.addmm_(grad.t(), h)
+                else:
+                    grad_weight += grad.t() @ h
+        grad_weight = None if grad_weight is None else grad_weight.to(weight.dtype)
+        return grad_hidden, grad_weight, None, None, None, None
 
 
 def head_parts(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
