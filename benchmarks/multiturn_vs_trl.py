@@ -55,6 +55,8 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.recording import write_results  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results" / "multiturn_vs_trl.json"
 
 #: Per env: the trained role, and the tiny model's candidate actions (right for some train problems, wrong for others).
@@ -261,9 +263,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results["envs"][env] = compare(env, args.problems, args.n, args.steps, args.max_turns, Path(scratch))
             print(json.dumps({env: results["envs"][env]}, indent=2), flush=True)
     results["environment"]["load_average_after"] = os.getloadavg()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, results)
     return results
 
 

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.recording import write_results
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "rollout_scaling.json"
 SHAPES: dict[str, dict[str, int]] = {
@@ -128,8 +130,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_average_1min": os.getloadavg()[0]},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_results(args.out, result)
     print(json.dumps(result, indent=2))
     return result
 

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from benchmarks.recording import write_results
 from benchmarks.trainer_memory import current_rss_bytes, peak_rss_bytes, peak_rss_reset
 from benchmarks.trainer_step import SHAPES, tree_overhead
 from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
@@ -323,8 +324,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                           "device": args.device, "load_average_before": list(load_before),
                           "load_average_after": list(os.getloadavg())}
     results["seconds"] = time.perf_counter() - started
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    write_results(args.out, results)
     plot(results, args.plot)
     print(f"wrote {args.out} and {args.plot}; flagged: {results['flagged'] or 'none'}")
     return results

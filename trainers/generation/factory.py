@@ -50,6 +50,8 @@ class GeneratorOptions:
     """A vLLM engine's KV cache in GiB; 0: vLLM's default."""
     vllm_enforce_eager: bool = False
     """Run a vLLM engine without compilation or graph capture (faster start, slower generation)."""
+    vllm_dtype: str = ""
+    """A vLLM engine's compute dtype; empty: ``dtype``."""
     openai_base_url: str = ""
     """Server root including ``/v1`` (``openai``)."""
     openai_model: str = ""

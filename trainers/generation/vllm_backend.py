@@ -161,7 +161,7 @@ class EngineOptions:
 def engine_options(options: GeneratorOptions, *, lora_rank: int) -> EngineOptions:
     """The engine options of a run's generator options; ``lora_rank`` > 0: policies are served as
     adapters of that rank (0 and unset fields: vLLM's defaults)."""
-    return EngineOptions(dtype=options.dtype, seed=options.seed,
+    return EngineOptions(dtype=options.vllm_dtype or options.dtype, seed=options.seed,
                          gpu_memory_utilization=options.vllm_gpu_memory_utilization,
                          max_model_len=options.vllm_max_model_len or None,
                          kv_cache_gib=options.vllm_kv_cache_gib or None,

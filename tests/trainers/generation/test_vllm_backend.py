@@ -125,6 +125,27 @@ def test_the_configs_engine_options_reach_the_engine():
             TrainConfig(model="m", **{field: -1}).validate()
 
 
+def test_the_engine_dtype_is_the_trainers_unless_vllm_dtype_says_otherwise():
+    """vllm_dtype ``auto`` gives the engine the trainer's dtype; ``bfloat16`` beside a float32
+    trainer reaches ``vllm.LLM`` as the engine's dtype alone (the trainer stays float32)."""
+    from trainers.algorithms.generators import generator_options
+    from trainers.generation.vllm_backend import engine_options
+
+    def engine_dtype(**fields: str) -> str:
+        config = TrainConfig(model="m", generation_backend="vllm", **fields)
+        config.validate()
+        return engine_options(generator_options(config), lora_rank=0).engine_kwargs(adapters=1)["dtype"]
+
+    assert engine_dtype(dtype="float32") == "float32"
+    assert engine_dtype(dtype="bfloat16", vllm_dtype="auto") == "bfloat16"
+    assert engine_dtype(dtype="float32", vllm_dtype="bfloat16") == "bfloat16"
+    config = TrainConfig(model="m", dtype="float32", vllm_dtype="bfloat16")
+    config.validate()
+    assert config.model_spec().dtype == "float32"
+    with pytest.raises(ConfigError, match="vllm_dtype"):
+        TrainConfig(model="m", vllm_dtype="bf16").validate()
+
+
 # ------------------------------------------------------------- LoRA resume
 @pytest.mark.parametrize("lora", [True, False], ids=["lora", "full"])
 def test_the_engine_never_loads_an_adapter_only_directory(toy, tiny, tmp_path, lora):

@@ -52,6 +52,7 @@ if typing.TYPE_CHECKING:
 else:
     GenerationBackend = Literal[tuple(BACKENDS)]
 ImportanceSampling = Literal["auto", "truncated", "none"]
+VLLMDtype = Literal["auto", "float32", "bfloat16", "float16"]
 
 #: Instruction variants of the prompt-conditioned mode (docs/design.md §5): each names a
 #: different *strategy*, so rollouts of one question disagree in approach, not only in tokens.
@@ -296,6 +297,13 @@ class TrainConfig(PolicyConfig):
     vllm_enforce_eager: bool = False
     """Run the vLLM engine eagerly, without torch.compile or CUDA graphs: it starts in seconds
     rather than minutes and generates slower (short runs, tests, debugging)."""
+    vllm_dtype: VLLMDtype = "auto"
+    """Compute dtype of the vLLM engine; ``auto``: the trainer's ``dtype``. ``bfloat16`` beside a
+    float32 trainer is the usual GPU setup: half the engine's memory and memory traffic, while the
+    trainer's weights and update stay float32. The engine's log-probs then differ from the
+    trainer's by more than float32 rounding, which truncated IS (``importance_sampling``) corrects
+    for. On a CPU without bfloat16 instructions (AVX512-BF16, AMX) vLLM runs bfloat16 slower than
+    float32 (docs/benchmarks/trainer.md)."""
     importance_sampling: ImportanceSampling = "auto"
     """Correction for the generation engine's log-probs differing from the trainer's
     (:mod:`trainers.maths.importance_sampling`): ``truncated`` weighs every token's policy-gradient
@@ -377,7 +385,7 @@ _AT_LEAST_ONE = Bound(1)
 _PROBABILITY = Bound(0, 1, low_open=True, high_open=False)
 
 #: The allowed range of every numeric field, with the reason where it is not obvious.
-#: ``tests/test_trainer_config.py`` checks that every int and float field is listed.
+#: ``tests/trainers/algorithms/test_trainer_config.py`` checks that every int and float field is listed.
 BOUNDS: dict[str, Bound] = {
     "problems_per_step": _AT_LEAST_ONE,
     # A group of one sample is degenerate (zero advantage) by definition: n_samples 1 trains nothing.
