@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.recording import write_results  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "trainer_step.json"
+TOY_ENV = "toy_bytes_v0"  # tests/toy_env.py, registered for the run only
 
 #: Model shapes (``trainers.models.tiny_model.write_tiny_model`` arguments; byte-level vocabulary of 259).
 SHAPES: dict[str, dict[str, int]] = {
@@ -67,10 +68,10 @@ def make_ours(model_dir: Path, run_dir: Path, prompts: int, n: int, tokens: int,
     from trainers.algorithms.atgrpo.config import TrainConfig
     from trainers.algorithms.atgrpo.train import Trainer
 
-    pettingllm_envs.register("toy_bytes_v0", "toy_env")
+    pettingllm_envs.register(TOY_ENV, "toy_env")
     # One micro-batch per role, as TRL's per_device_train_batch_size: each role's samples come in
     # one block, so a micro-batch never pads the first role's prompts to the second role's width.
-    config = TrainConfig(env="toy_bytes_v0", model=str(model_dir), run_dir=str(run_dir), problems_per_step=prompts,
+    config = TrainConfig(env=TOY_ENV, model=str(model_dir), run_dir=str(run_dir), problems_per_step=prompts,
                          n_samples=n, max_new_tokens=tokens, micro_batch_size=prompts * n, progress=False,
                          tensorboard=False, checkpoint_every=0, steps=steps, lr=1e-6, drop_degenerate=False,
                          device="cpu", env_kwargs={"targets": {"first": "", "second": ""}},
@@ -199,12 +200,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     import torch
 
+    from pettingllm_envs.registry import ENV_MODULES
+
     threads = torch.get_num_threads()
+    toy_was_registered = TOY_ENV in ENV_MODULES
     torch.set_num_threads(args.threads)
     try:
         return measure(args)
     finally:
-        torch.set_num_threads(threads)  # called as a library (the tests), the caller's thread count is kept
+        # Called as a library (the tests), the caller's thread count and env registry are kept: a
+        # registry that went on listing the toy env would hand it to every registry-wide check after.
+        torch.set_num_threads(threads)
+        if not toy_was_registered:
+            ENV_MODULES.pop(TOY_ENV, None)
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
