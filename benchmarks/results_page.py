@@ -3,7 +3,7 @@
 Every benchmark writes its figures to ``benchmarks/results/`` (JSON, with the machine and the
 library versions where it records them). A figure typed into a page by hand drifts from the run it
 came from, so the page is never typed: this module renders one section per benchmark from its file,
-or says how to record it when the file is absent. ``tests/benchmarks/test_results_page.py`` fails when the
+or says how to record it when the file is absent. ``tests/benchmark/test_results_page.py`` fails when the
 committed page is not what this renders from the committed files.
 
 Run ``python -m benchmarks.results_page`` after a benchmark to rewrite the page, or with

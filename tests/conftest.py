@@ -7,9 +7,18 @@ use it skip, saying how to install it, when the wheel is absent; CI installs it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+
+def ray_worker_pythonpath() -> str:
+    """A ``PYTHONPATH`` for Ray workers: tests/ (the support modules) and every folder of test files,
+    so that a worker can import a class a test file defines (test file names are unique)."""
+    tests = Path(__file__).parent
+    folders = sorted({str(path.parent) for path in tests.rglob("test_*.py") if "adversarial" not in path.parts})
+    return os.pathsep.join([str(tests), *folders])
 
 
 @pytest.fixture(scope="session")
@@ -84,7 +93,7 @@ def ray_cluster():
     if ray.is_initialized():
         ray.shutdown()
     ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}})
+             runtime_env={"env_vars": {"PYTHONPATH": ray_worker_pythonpath()}})
     added = {"toy_bytes_v0": "toy_env", "stalling_toy_v0": "stalling_env"}
     for env_id, module in added.items():
         ENV_MODULES.setdefault(env_id, module)

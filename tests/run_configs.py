@@ -1,5 +1,5 @@
 """Small runs shared by test files in different folders: the toy AT-GRPO run with its 2-worker
-distributed layout (tests/trainers/distributed) and the tiny M-GRPO run (tests/trainers/algorithms),
+distributed layout (tests/trainer/distributed) and the tiny M-GRPO run (tests/trainer/algorithms),
 each as a config and, for M-GRPO, as ``pettingllm train-mgrpo`` options. Torch-free to import: the
 configs are built on call."""
 

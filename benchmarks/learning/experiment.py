@@ -38,7 +38,7 @@ rerun:
 Writes ``learning.json``, ``learning.md`` (the table) and ``learning.png`` (held-out
 success against sampled completions, one panel per env) to ``--out-dir`` (default
 ``benchmarks/results/learning``). ``--quick`` is the CI check
-(``tests/benchmarks/test_learning.py``): one small env, AT-GRPO per role only, three seeds, asserting
+(``tests/benchmark/test_learning.py``): one small env, AT-GRPO per role only, three seeds, asserting
 that held-out success rises by more than the seed-to-seed noise of the same run.
 
 Everything runs with ``torch.set_num_threads(1)`` on CPU, conditions one after another.

@@ -27,7 +27,7 @@ def test_the_quick_start_is_two_commands_and_ci_runs_the_test_command_verbatim()
     script = (ROOT / test_command).read_text().splitlines()
     assert 'python -m pytest "$@"' in script  # the main suite, whole
     assert any("tests/envs/integrations/test_integration_openenv.py" in line for line in script)  # its own environment
-    assert any("tests/trainers/generation/test_vllm_backend.py" in line for line in script)  # likewise
+    assert any("tests/trainer/generation/test_vllm_backend.py" in line for line in script)  # likewise
 
 
 def test_the_readme_names_the_system_needs_of_the_test_command():

@@ -43,7 +43,7 @@ an all-reduce), so every rank must run the same modules the same number of times
 
 The summed gradients are then the full batch's, every rank clips the same global norm and takes
 the same step: the weights equal the single-process update up to float summation order
-(tests/trainers/distributed/test_distributed_fsdp.py measures the gap).
+(tests/trainer/distributed/test_distributed_fsdp.py measures the gap).
 
 **LoRA.** Only the adapters are trained. The frozen base is given to ``fully_shard`` as
 ``ignored_params``: every rank keeps a full copy of it (it has no gradient and no optimiser state,

@@ -385,7 +385,7 @@ _AT_LEAST_ONE = Bound(1)
 _PROBABILITY = Bound(0, 1, low_open=True, high_open=False)
 
 #: The allowed range of every numeric field, with the reason where it is not obvious.
-#: ``tests/trainers/algorithms/test_trainer_config.py`` checks that every int and float field is listed.
+#: ``tests/trainer/algorithms/test_trainer_config.py`` checks that every int and float field is listed.
 BOUNDS: dict[str, Bound] = {
     "problems_per_step": _AT_LEAST_ONE,
     # A group of one sample is degenerate (zero advantage) by definition: n_samples 1 trains nothing.

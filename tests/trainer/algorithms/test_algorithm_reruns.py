@@ -3,19 +3,19 @@
 * **A seeded rerun repeats itself byte for byte**: the same command, run twice, each time in
   a fresh process as a user reruns it, writes the same ``metrics.jsonl`` (timings aside), the
   same sample dumps and bit-identical weights (``torch.equal``): ``train``, ``train-variants``
-  and ``self-consistency`` here, ``train-mgrpo`` in ``tests/trainers/algorithms/test_mgrpo_resume.py``. The runs
+  and ``self-consistency`` here, ``train-mgrpo`` in ``tests/trainer/algorithms/test_mgrpo_resume.py``. The runs
   update with real gradients (the KL term, weight decay) and score a prompt that several rows
   share, the path whose CPU backward once added in a varying order
   (:func:`test_scoring_a_shared_prompt_back_propagates_the_same_bits_every_time`).
 * **Resume continues exactly** (``torch.equal`` weights, the same metrics and samples):
-  ``train-variants`` here, AT-GRPO in ``tests/trainers/algorithms/test_trainer_training.py``, M-GRPO in
-  ``tests/trainers/algorithms/test_mgrpo_resume.py``.
+  ``train-variants`` here, AT-GRPO in ``tests/trainer/algorithms/test_trainer_training.py``, M-GRPO in
+  ``tests/trainer/algorithms/test_mgrpo_resume.py``.
 * **An earlier run is never overwritten by accident**: ``train-variants`` and the report of
   ``self-consistency`` here (``train`` in ``tests/envs/cli/test_cli.py``, ``train-mgrpo`` in
-  ``tests/trainers/algorithms/test_mgrpo_resume.py``).
+  ``tests/trainer/algorithms/test_mgrpo_resume.py``).
 * **Held-out evaluation** that changes nothing else: M-GRPO here (in two processes in
-  ``tests/trainers/algorithms/test_mgrpo_resume.py``), AT-GRPO in
-  ``tests/trainers/algorithms/test_trainer_eval.py``; ``train-variants``
+  ``tests/trainer/algorithms/test_mgrpo_resume.py``), AT-GRPO in
+  ``tests/trainer/algorithms/test_trainer_eval.py``; ``train-variants``
   evaluates as AT-GRPO does (its rerun test above logs it every step); self-consistency is an
   evaluation on the test split itself.
 """
