@@ -53,20 +53,15 @@ def positions_from_mask(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-def encode_prompts(
+def encode_distinct(
     model: torch.nn.Module, prompts: Sequence[Sequence[int]], *, pad_id: int, device: torch.device,
     decoder: torch.nn.Module | None = None,
-) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Run every *distinct* prompt through ``model`` once and expand the result to one row
-    per prompt: the KV cache, the next-token logits ``[B, V]`` (with ``decoder``, the
-    model's decoder: the last hidden state ``[B, H]`` instead), the attention mask ``[B, P]``
-    and the next position ``[B, 1]``.
-
-    GRPO scores and samples ``n`` completions of one prompt, so the prompt's keys and
-    values are computed once per group instead of ``n`` times. Causal attention makes this
-    exact: no prompt position attends to a completion token. Gradients flow through the
-    expansion (an index select), so the shared prompt receives the sum of its ``n`` rows'
-    gradients, just as with ``n`` separate copies."""
+) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+    """Run every *distinct* prompt of ``prompts`` through ``model`` once (left-padded to one
+    width); return the KV cache, the next-token logits ``[G, V]`` (with ``decoder``, the model's
+    decoder: the last hidden state ``[G, H]`` instead), the attention mask ``[G, P]``, the next
+    position ``[G, 1]`` of the ``G`` distinct prompts in order of first appearance, and each
+    prompt's index among them."""
     distinct: dict[tuple[int, ...], int] = {}
     index = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
     ids, mask = left_pad(list(distinct), pad_id)
@@ -82,21 +77,39 @@ def encode_prompts(
     else:
         out = decoder(**inputs)
         last = out.last_hidden_state[:, -1]
+    return getattr(out, KV_CACHE_FIELD), last, attention, positions[:, -1:] + 1, index
+
+
+def encode_prompts(
+    model: torch.nn.Module, prompts: Sequence[Sequence[int]], *, pad_id: int, device: torch.device,
+    decoder: torch.nn.Module | None = None,
+) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run every *distinct* prompt through ``model`` once (:func:`encode_distinct`) and expand the
+    result to one row per prompt: the KV cache, the next-token logits ``[B, V]`` (with
+    ``decoder``, the last hidden state ``[B, H]``), the attention mask ``[B, P]`` and the next
+    position ``[B, 1]``.
+
+    GRPO scores and samples ``n`` completions of one prompt, so the prompt's keys and
+    values are computed once per group instead of ``n`` times. Causal attention makes this
+    exact: no prompt position attends to a completion token. Gradients flow through the
+    expansion (an index select), so the shared prompt receives the sum of its ``n`` rows'
+    gradients, just as with ``n`` separate copies."""
+    cache, last, attention, next_position, index = encode_distinct(model, prompts, pad_id=pad_id, device=device,
+                                                                   decoder=decoder)
     rows = torch.tensor(index, device=device)
-    cache = getattr(out, KV_CACHE_FIELD)
     # The rows that share a prompt share its cache, so the backward adds their gradients: each
     # device gets the selection whose backward adds in a fixed order (the list of
     # torch.use_deterministic_algorithms). On a CPU that is index_select (reorder_cache): advanced
     # indexing back-propagates through an accumulating index_put that adds with atomics on more
     # than one thread, and a rerun's weights differed in the last bits. On CUDA it is the reverse.
     on_cpu = torch.device(device).type == "cpu"
-    if len(distinct) != len(index):
+    if attention.shape[0] != len(index):
         if on_cpu:
             cache.reorder_cache(rows)
         else:
             cache.batch_select_indices(rows)
     first = last.index_select(0, rows) if on_cpu else last[rows]
-    return cache, first, attention[rows], positions[rows, -1:] + 1
+    return cache, first, attention[rows], next_position[rows]
 
 
 def selective_logprobs(
