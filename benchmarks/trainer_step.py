@@ -10,10 +10,10 @@ micro-batches of ``prompts x n`` sequences in both.
 The script checks that both really produced ``prompts x n x max_new_tokens`` completion
 tokens per agent step and reports tokens/s as well as seconds.
 
-Our step plays the toy env's two roles (two agent steps, ``2 x prompts x n``
-completions, all trained in the same update), so its time is halved to compare it with
-one TRL step; the second role's prompts are longer (they contain the first role's
-answer), so this favours TRL slightly.
+Our step trains on the one-role toy env (``tests/toy_one_role_env.py``): one agent step per
+episode whose prompt is the same system and user message TRL gets, so both sides sample the same
+``prompts x n`` completions of the same prompts and train on the same tokens, one step for one
+step.
 
 Fairness under load: both run in one process with the same ``torch`` thread count, and
 their timed steps are interleaved (TRL, ours, TRL, ours, ...: ours runs from a TRL
@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.recording import write_results  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "trainer_step.json"
-TOY_ENV = "toy_bytes_v0"  # tests/toy_env.py, registered for the run only
+TOY_ENV = "toy_one_role_v0"  # tests/toy_one_role_env.py, registered for the run only
 
 #: Model shapes (``trainers.models.tiny_model.write_tiny_model`` arguments; byte-level vocabulary of 259).
 SHAPES: dict[str, dict[str, int]] = {
@@ -68,13 +68,12 @@ def make_ours(model_dir: Path, run_dir: Path, prompts: int, n: int, tokens: int,
     from trainers.algorithms.atgrpo.config import TrainConfig
     from trainers.algorithms.atgrpo.train import Trainer
 
-    pettingllm_envs.register(TOY_ENV, "toy_env")
-    # One micro-batch per role, as TRL's per_device_train_batch_size: each role's samples come in
-    # one block, so a micro-batch never pads the first role's prompts to the second role's width.
+    pettingllm_envs.register(TOY_ENV, "toy_one_role_env")
+    # One micro-batch of every sample, as TRL's per_device_train_batch_size.
     config = TrainConfig(env=TOY_ENV, model=str(model_dir), run_dir=str(run_dir), problems_per_step=prompts,
                          n_samples=n, max_new_tokens=tokens, micro_batch_size=prompts * n, progress=False,
                          tensorboard=False, checkpoint_every=0, steps=steps, lr=1e-6, drop_degenerate=False,
-                         device="cpu", env_kwargs={"targets": {"first": "", "second": ""}},
+                         device="cpu", env_kwargs={"targets": {"first": ""}},
                          eval_every=0)  # a timed step is one training step, as TRL's; no held-out evaluation
     trainer = Trainer(config)
     # Never stop at EOS, so every completion has exactly max_new_tokens tokens (TRL: min_new_tokens).
@@ -83,14 +82,14 @@ def make_ours(model_dir: Path, run_dir: Path, prompts: int, n: int, tokens: int,
 
 
 def ours_step(trainer: Any, prompts: int, n: int, tokens: int) -> dict[str, float]:
-    """One step of ours, normalised to one agent step (the toy env has two roles)."""
+    """One step of ours: ``prompts x n`` completions sampled, every one of them trained on."""
     wall, cpu = clock()
     metrics = trainer.train_step()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    assert metrics["samples/trained"] == 2 * prompts * n  # both roles, every sample updated
-    assert metrics["tokens"] == 2 * prompts * n * tokens, metrics["tokens"]
-    return {"wall": wall / 2, "cpu": cpu / 2, "tokens": metrics["tokens"] / 2,
-            "generate": metrics["time/generate"] / 2, "update": metrics["time/update"] / 2}
+    assert metrics["samples/trained"] == prompts * n
+    assert metrics["tokens"] == prompts * n * tokens, metrics["tokens"]
+    return {"wall": wall, "cpu": cpu, "tokens": metrics["tokens"], "generate": metrics["time/generate"],
+            "update": metrics["time/update"]}
 
 
 def interleaved(model_dir: Path, tmp: Path, prompts: int, n: int, tokens: int, repeats: int

@@ -143,10 +143,8 @@ def supports_shared_prefix(model: torch.nn.Module) -> bool:
 
 
 def _rms_norm(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """The Llama RMS norm (float32 statistics, scaled in the input dtype)."""
-    x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-    return norm.weight * x32.to(x.dtype)
+    """The Llama RMS norm (normalised in float32, scaled in the input dtype) as one kernel."""
+    return norm.weight * F.rms_norm(x.float(), (x.shape[-1],), eps=norm.variance_epsilon).to(x.dtype)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -200,29 +198,29 @@ class SharedPrefixDecoder:
     def step(self, token: torch.Tensor) -> torch.Tensor:
         inner = self.model.model
         x = inner.embed_tokens(token)  # [B, H]
-        cos, sin = inner.rotary_emb(x[:, None], self.position)  # [B, 1, D]
-        cos, sin = cos[:, None], sin[:, None]  # [B, 1, 1, D]: broadcast over heads
+        cos, sin = inner.rotary_emb(x[:, None], self.position)  # [B, 1, D]: broadcast over heads
         self.position = self.position + 1
         t = self.length
         self.length += 1
         groups, size, dim = self.groups, self.group_size, self.head_dim
         kv_heads, per_kv = self.kv_heads, self.heads_per_kv
+        heads = kv_heads * per_kv
         for i, layer in enumerate(inner.layers):
             attention = layer.self_attn
             h = _rms_norm(layer.input_layernorm, x)
-            q = _rotate(F.linear(h, attention.q_proj.weight, attention.q_proj.bias).view(-1, kv_heads, per_kv, dim),
-                        cos, sin)
-            k = _rotate(F.linear(h, attention.k_proj.weight, attention.k_proj.bias).view(-1, kv_heads, 1, dim),
-                        cos, sin)
+            q = F.linear(h, attention.q_proj.weight, attention.q_proj.bias).view(-1, heads, dim) * self.scaling
+            k = F.linear(h, attention.k_proj.weight, attention.k_proj.bias).view(-1, kv_heads, dim)
             v = F.linear(h, attention.v_proj.weight, attention.v_proj.bias)
+            # queries (pre-scaled) and keys rotated together: the rotation is linear and per head
+            q, k = _rotate(torch.cat((q, k), dim=1), cos, sin).split((heads, kv_heads), dim=1)
             # rows -> [G, KVH, m, ...]: the group's rows side by side under each key-value head
-            self.keys[i][:, :, :, t] = k.view(groups, size, kv_heads, dim).transpose(1, 2)
+            self.keys[i][:, :, :, t] = k.unflatten(0, (groups, size)).transpose(1, 2)
             self.values[i][:, :, :, t] = v.view(groups, size, kv_heads, dim).transpose(1, 2)
-            q = q.view(groups, size, kv_heads, per_kv, dim).transpose(1, 2)  # [G, KVH, m, per_kv, D]
-            prompt_scores = torch.matmul(q.reshape(groups, kv_heads, size * per_kv, dim),
+            q = q.unflatten(0, (groups, size)).unflatten(2, (kv_heads, per_kv)).transpose(1, 2).contiguous()
+            prompt_scores = torch.matmul(q.view(groups, kv_heads, size * per_kv, dim),
                                          self.prompt_keys[i].transpose(-1, -2))
-            prompt_scores = (prompt_scores * self.scaling + self.prompt_bias).view(groups, kv_heads, size, per_kv, -1)
-            own_scores = torch.matmul(q, self.keys[i][..., :t + 1, :].transpose(-1, -2)) * self.scaling
+            prompt_scores = (prompt_scores + self.prompt_bias).view(groups, kv_heads, size, per_kv, -1)
+            own_scores = torch.matmul(q, self.keys[i][..., :t + 1, :].transpose(-1, -2))
             weights = torch.cat((prompt_scores, own_scores), dim=-1).softmax(-1, dtype=torch.float32).to(q.dtype)
             prompt_length = prompt_scores.shape[-1]
             out = torch.matmul(weights[..., :prompt_length].reshape(groups, kv_heads, size * per_kv, -1),

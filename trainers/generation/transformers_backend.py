@@ -74,7 +74,7 @@ def generate(policies: PolicySet, name: str, prompts: Sequence[Sequence[int]], n
                 logp_all = F.log_softmax(logits.float(), dim=-1)
                 token = logp_all.argmax(dim=-1)
             else:
-                logp_all = F.log_softmax(logits.float() / temperature, dim=-1)
+                logp_all = F.log_softmax(logits.float() if temperature == 1 else logits.float() / temperature, dim=-1)
                 token = sample_categorical(logp_all.exp(), None if draws is None else draws[:, step:step + 1])
             token = torch.where(finished, torch.full_like(token, policies.pad_id), token)
             tokens.append(token)
