@@ -88,7 +88,7 @@ def old_token_logprobs(policies: Any, model: Any, prompts: Sequence[Sequence[int
     import torch
     import torch.nn.functional as F
 
-    from trainers.models.scoring import KV_CACHE_FIELD, encode_prompts
+    from trainers.models.prompt_cache import KV_CACHE_FIELD, encode_prompts
 
     width = max(len(c) for c in completions)
     cache, first_logits, prompt_mask, next_position = encode_prompts(model, prompts, pad_id=policies.pad_id,

@@ -227,9 +227,6 @@ class raw_env(TextAECEnv[GameInstance]):
         if self.game is not None:  # TextArena's read-only data stays shared (``GameSpec.shared``)
             for name in self.spec.shared:
                 memo[id(getattr(self.game, name))] = getattr(self.game, name)
-        # Infos are rebuilt at every step; afterwards only their top level changes (PettingZoo drops
-        # a done agent's entry), so the copy gets its own top level over the same per-agent dicts.
-        memo[id(self.infos)] = dict(self.infos)
         return super().__deepcopy__(memo)
 
     # ------------------------------------------------------------ instances

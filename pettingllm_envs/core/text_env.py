@@ -87,24 +87,13 @@ from pettingzoo import AECEnv
 
 from pettingllm_envs.core import chat_increment, process_shared
 from pettingllm_envs.core.actions import ActionRecord, ActionResult, coerce_action
+from pettingllm_envs.core.copying import ATOMIC, deepcopy_value, restore_generator
 from pettingllm_envs.core.env_config import TextEnvConfig
 from pettingllm_envs.core.instances import SPLITS, Split, draw_instance
 from pettingllm_envs.core.observations import fit_observation, last_action_info
 from pettingllm_envs.core.spaces import TextObservation, UnicodeText
 
 InstanceT = TypeVar("InstanceT")
-
-
-#: Seeds the throwaway initial state of a copied generator: a built SeedSequence spares hashing a
-#: fresh seed on every copy (a tree rollout copies every live env per branch).
-_COPY_SEED = np.random.SeedSequence(0)
-
-
-def _copy_generator(generator: np.random.Generator) -> np.random.Generator:
-    """A generator in the same state, about 4x faster than ``copy.deepcopy`` of one."""
-    bit_generator = type(generator.bit_generator)(_COPY_SEED)
-    bit_generator.state = generator.bit_generator.state
-    return np.random.Generator(bit_generator)
 
 
 class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
@@ -125,6 +114,11 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
     shared_attributes: ClassVar[frozenset[str]] = frozenset(
         {"config", "render_mode", "instance", "_action_spaces", "_observation_spaces"}
     )
+    # What the deferred copies of ``_np_random`` and ``infos`` below keep.
+    _generator: np.random.Generator | None
+    _generator_snapshot: tuple[type[np.random.BitGenerator], dict[str, Any]] | None
+    _infos: dict[str, dict[str, Any]]
+    _infos_shared: bool
 
     def __init__(
         self, config: TextEnvConfig | None = None, *, render_mode: str | None = None, **overrides: Any
@@ -149,8 +143,9 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
         self.possible_agents = list(self.roles)
         self._action_spaces = {a: UnicodeText(config.max_action_chars) for a in self.roles}
         self._observation_spaces = {a: UnicodeText(config.max_observation_chars) for a in self.roles}
-        self._np_random: np.random.Generator | None = None
+        self._np_random = None
         self._np_random_seed: int | None = None
+        self._infos_shared = False
         self.instance: InstanceT | None = None
         self.index = -1
         self.split: Split = config.split
@@ -272,6 +267,35 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
         return {}
 
     # ------------------------------------------------------------ PettingZoo
+    # Deep copies defer the copying of two attributes to their first use: a tree rollout copies every
+    # live env once per branch and steps the branch at once, so most copies never use them.
+    @property
+    def _np_random(self) -> np.random.Generator | None:
+        """The env's generator, restored on first use from the snapshot a deep copy took (envs draw
+        from it only on an unseeded reset)."""
+        if self._generator_snapshot is not None:
+            self._generator, self._generator_snapshot = restore_generator(self._generator_snapshot), None
+        return self._generator
+
+    @_np_random.setter
+    def _np_random(self, generator: np.random.Generator | None) -> None:
+        self._generator, self._generator_snapshot = generator, None
+
+    @property
+    def infos(self) -> dict[str, dict[str, Any]]:
+        """PettingZoo's ``infos``. A deep copy shares them with the original until one of the two
+        reads them: the reader then takes its own deep copy, since a reader may change them in place.
+        ``step`` and ``reset`` replace them whole, so a branch stepped right after it was copied never
+        copies them. Hence they must not refer to env state that changes in place (``extra_info``
+        returns fresh data)."""
+        if self._infos_shared:
+            self._infos, self._infos_shared = copy.deepcopy(self._infos), False
+        return self._infos
+
+    @infos.setter
+    def infos(self, infos: dict[str, dict[str, Any]]) -> None:
+        self._infos, self._infos_shared = infos, False
+
     @property
     def np_random(self) -> np.random.Generator:
         """The env's random generator, seeded by ``reset(seed=...)`` (entropy otherwise)."""
@@ -400,15 +424,23 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
     def __deepcopy__(self, memo: dict[int, Any]) -> TextAECEnv:
         clone = type(self).__new__(type(self))
         memo[id(self)] = clone
+        state = clone.__dict__
+        shared = self.shared_attributes
         for name, value in self.__dict__.items():
-            if name in self.shared_attributes:
-                clone.__dict__[name] = value
+            # Infos are copied on read (see ``infos``), a pending generator snapshot is never changed,
+            # and a live generator is replaced below.
+            if type(value) in ATOMIC or name in shared or name in ("_infos", "_generator", "_generator_snapshot"):
+                state[name] = value
             elif name in ("history", "_prompts_shown"):
-                clone.__dict__[name] = copy.copy(value)  # the records and prompts in it are immutable
-            elif name == "_np_random" and value is not None:
-                clone.__dict__[name] = _copy_generator(value)
+                state[name] = copy.copy(value)  # the records and prompts in it are immutable
             else:
-                clone.__dict__[name] = copy.deepcopy(value, memo)
+                state[name] = deepcopy_value(value, memo)
+        generator = state.get("_generator")
+        if generator is not None:  # the copy restores its own from a snapshot on first use
+            bit_generator = generator.bit_generator
+            state["_generator"], state["_generator_snapshot"] = None, (type(bit_generator), bit_generator.state)
+        if "_infos" in state:
+            self._infos_shared = state["_infos_shared"] = True
         return clone
 
     # --------------------------------------------------------------- helpers

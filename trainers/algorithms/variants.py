@@ -38,7 +38,7 @@ from trainers.algorithms.atgrpo.options import load_run_config
 from trainers.algorithms.atgrpo.train import METRICS, Trainer, interruption_note
 from trainers.generation import Generation, Generator
 from trainers.models.policy_set import PolicySet
-from trainers.models.scoring import KV_CACHE_FIELD, left_pad, positions_from_mask
+from trainers.models.prompt_cache import KV_CACHE_FIELD, left_pad, positions_from_mask
 from trainers.rollout.episodes import (
     Messages,
     RolloutResult,

@@ -1,9 +1,9 @@
 """Scoring: the log-probability a model gives each completion token, memory-bounded and differentiable.
 
 A GRPO group is ``n`` completions of one prompt, so every *distinct* prompt runs through the
-model once and its KV cache is expanded to its ``n`` rows (:func:`encode_prompts`, shared with
-the in-process sampler of :mod:`trainers.generation.transformers_backend`); then only the
-completion tokens run, and only they reach the LM head (:func:`token_logprobs`).
+model once (:mod:`trainers.models.prompt_cache`); then only the completion tokens run, attending
+to one copy of their prompt's keys and values where the model allows it
+(:mod:`trainers.models.shared_prefix`), and only they reach the LM head (:func:`token_logprobs`).
 
 Memory (``ModelSpec.logprob_chunk_size``, ``gradient_checkpointing``): the completion
 positions' final hidden states go through the LM head chunk by chunk, each chunk's log-prob of
@@ -25,11 +25,16 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import CausalLMOutputWithPast
 
-#: The name of the model's KV-cache argument and output field: transformers 5 renamed it from
-#: ``past_key_values`` to ``cache``.
-KV_CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+from trainers.models.prompt_cache import KV_CACHE_FIELD, encode_prompts, left_pad, positions_from_mask
+from trainers.models.shared_prefix import completion_states, encode_prompt_groups, supports_shared_prefix
+
+#: The most attention weights (elements, summed over layers) that scoring through the shared prompt
+#: (:mod:`trainers.models.shared_prefix`) may keep for the backward: 16 M, 64 MB in float32, about
+#: three times that with the softmax's input and the copies its products save. Its attention is
+#: plain matrix products, whose weights grow with completion x context; past this the model's own
+#: forward runs instead, whose fused attention keeps only per-token tensors.
+SHARED_PREFIX_MAX_WEIGHTS = 1 << 24
 
 
 def autocast_region(device: torch.device, dtype: torch.dtype) -> AbstractContextManager[Any]:
@@ -38,78 +43,6 @@ def autocast_region(device: torch.device, dtype: torch.dtype) -> AbstractContext
     if dtype == torch.float32:
         return nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[list[list[int]], list[list[int]]]:
-    """Left-pad token rows to one length; returns ids and the attention mask."""
-    width = max(len(r) for r in rows)
-    ids = [[pad_id] * (width - len(r)) + list(r) for r in rows]
-    mask = [[0] * (width - len(r)) + [1] * len(r) for r in rows]
-    return ids, mask
-
-
-def positions_from_mask(mask: torch.Tensor) -> torch.Tensor:
-    """Position ids that ignore left padding, so a padded prompt is encoded like an unpadded one."""
-    return (mask.long().cumsum(-1) - 1).clamp(min=0)
-
-
-def encode_distinct(
-    model: torch.nn.Module, prompts: Sequence[Sequence[int]], *, pad_id: int, device: torch.device,
-    decoder: torch.nn.Module | None = None,
-) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
-    """Run every *distinct* prompt of ``prompts`` through ``model`` once (left-padded to one
-    width); return the KV cache, the next-token logits ``[G, V]`` (with ``decoder``, the model's
-    decoder: the last hidden state ``[G, H]`` instead), the attention mask ``[G, P]``, the next
-    position ``[G, 1]`` of the ``G`` distinct prompts in order of first appearance, and each
-    prompt's index among them."""
-    distinct: dict[tuple[int, ...], int] = {}
-    index = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
-    ids, mask = left_pad(list(distinct), pad_id)
-    input_ids = torch.tensor(ids, device=device)
-    attention = torch.tensor(mask, device=device)
-    positions = positions_from_mask(attention)
-    padded = not bool(attention.all())
-    inputs = {"input_ids": input_ids, "attention_mask": attention if padded else None, "position_ids": positions,
-              "use_cache": True}
-    if decoder is None:
-        out = model(**inputs, logits_to_keep=1)
-        last = out.logits[:, -1]
-    else:
-        out = decoder(**inputs)
-        last = out.last_hidden_state[:, -1]
-    return getattr(out, KV_CACHE_FIELD), last, attention, positions[:, -1:] + 1, index
-
-
-def encode_prompts(
-    model: torch.nn.Module, prompts: Sequence[Sequence[int]], *, pad_id: int, device: torch.device,
-    decoder: torch.nn.Module | None = None,
-) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Run every *distinct* prompt through ``model`` once (:func:`encode_distinct`) and expand the
-    result to one row per prompt: the KV cache, the next-token logits ``[B, V]`` (with
-    ``decoder``, the last hidden state ``[B, H]``), the attention mask ``[B, P]`` and the next
-    position ``[B, 1]``.
-
-    GRPO scores and samples ``n`` completions of one prompt, so the prompt's keys and
-    values are computed once per group instead of ``n`` times. Causal attention makes this
-    exact: no prompt position attends to a completion token. Gradients flow through the
-    expansion (an index select), so the shared prompt receives the sum of its ``n`` rows'
-    gradients, just as with ``n`` separate copies."""
-    cache, last, attention, next_position, index = encode_distinct(model, prompts, pad_id=pad_id, device=device,
-                                                                   decoder=decoder)
-    rows = torch.tensor(index, device=device)
-    # The rows that share a prompt share its cache, so the backward adds their gradients: each
-    # device gets the selection whose backward adds in a fixed order (the list of
-    # torch.use_deterministic_algorithms). On a CPU that is index_select (reorder_cache): advanced
-    # indexing back-propagates through an accumulating index_put that adds with atomics on more
-    # than one thread, and a rerun's weights differed in the last bits. On CUDA it is the reverse.
-    on_cpu = torch.device(device).type == "cpu"
-    if attention.shape[0] != len(index):
-        if on_cpu:
-            cache.reorder_cache(rows)
-        else:
-            cache.batch_select_indices(rows)
-    first = last.index_select(0, rows) if on_cpu else last[rows]
-    return cache, first, attention[rows], next_position[rows]
 
 
 def selective_logprobs(
@@ -273,9 +206,13 @@ def token_logprobs(
     Two forwards instead of one over ``prompt + completion`` per row: every distinct
     prompt once (:func:`encode_prompts`, whose last hidden state predicts the first
     completion token), then all completions (right-padded, without their last token, which
-    predicts nothing) on top of the expanded prompt cache. The result is the same as
+    predicts nothing) on top of the prompt's keys and values. The result is the same as
     scoring each row on its own; a GRPO group's ``n`` rows share one prompt, so the prompt
-    costs once per group. Only the real completion positions reach the LM head, in chunks
+    costs once per group. On a model :func:`~trainers.models.shared_prefix.supports_shared_prefix`
+    takes, the rows of a prompt attend to one copy of its keys and values
+    (:func:`~trainers.models.shared_prefix.completion_states`) while the attention weights that
+    keeps stay within :data:`SHARED_PREFIX_MAX_WEIGHTS`; otherwise the model's own forward runs on
+    the prompt cache expanded to every row. Only the real completion positions reach the LM head, in chunks
     of ``chunk_size`` (:func:`selective_logprobs`). With ``checkpointed`` (the model's layers
     set up for gradient checkpointing) and gradients on, a KV cache cannot be used (a
     recomputed layer would append to it twice): one forward over ``prompt + completion`` per
@@ -289,6 +226,11 @@ def token_logprobs(
     with autocast_region(device, compute_dtype):
         if one_forward or (checkpointed and torch.is_grad_enabled()):
             states = _states_uncached(model, parts, prompts, completion_ids, completion_mask, pad_id=pad_id)
+        elif parts is not None and _shared_prefix_fits(model, prompts, width):
+            groups = encode_prompt_groups(model, prompts, pad_id=pad_id, device=device, decoder=parts[0])
+            states = groups.first[:, None]
+            if width > 1:
+                states = torch.cat([states, completion_states(model, groups, completion_ids[:, :-1])], dim=1)
         else:
             states = _states_cached(model, parts, prompts, completion_ids, completion_mask, pad_id=pad_id)
         real = completion_mask.bool()
@@ -297,6 +239,19 @@ def token_logprobs(
                                   chunk_size=chunk_size)
     logp = torch.zeros(completion_ids.shape, dtype=flat.dtype, device=device).masked_scatter(real, flat)
     return logp, completion_mask.float()
+
+
+def _shared_prefix_fits(model: torch.nn.Module, prompts: Sequence[Sequence[int]], width: int) -> bool:
+    """Whether to score through :func:`~trainers.models.shared_prefix.completion_states`: the model
+    is one it computes exactly, and the attention weights it keeps for the backward (``rows x
+    heads x completion x (prompt + completion)`` per layer) stay within
+    :data:`SHARED_PREFIX_MAX_WEIGHTS`."""
+    if not supports_shared_prefix(model):
+        return False
+    config = model.config
+    context = max(len(p) for p in prompts) + width
+    weights = len(prompts) * config.num_attention_heads * width * context * config.num_hidden_layers
+    return weights <= SHARED_PREFIX_MAX_WEIGHTS
 
 
 def _states_cached(

@@ -162,7 +162,7 @@ def test_self_consistency_refuses_to_overwrite_a_report(capsys, tiny_model_dir, 
 
 
 def test_scoring_a_shared_prompt_back_propagates_the_same_bits_every_time(tiny_model_dir):
-    """Rows that share a prompt share its KV cache (:func:`trainers.models.scoring.encode_prompts`);
+    """Rows that share a prompt share its KV cache (:func:`trainers.models.prompt_cache.encode_prompts`);
     the gradient that flows back into the shared rows must be summed in a fixed order. Expanded
     by advanced indexing, its backward (an accumulating ``index_put``) added with atomics on
     more than one CPU thread once the cache held 32768 floats or more, and about every other

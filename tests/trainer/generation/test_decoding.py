@@ -15,14 +15,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from trainers.generation.decoding import (  # noqa: E402
-    ModelDecoder,
-    SharedPrefixDecoder,
-    decoder_for,
-    supports_shared_prefix,
-)
+from trainers.generation.decoding import ModelDecoder, SharedPrefixDecoder, decoder_for  # noqa: E402
 from trainers.generation.transformers_backend import generate  # noqa: E402
 from trainers.models.policy_set import PolicySet  # noqa: E402
+from trainers.models.shared_prefix import supports_shared_prefix  # noqa: E402
 from trainers.models.spec import ModelSpec  # noqa: E402
 
 CPU = torch.device("cpu")
@@ -83,9 +79,9 @@ def test_the_rows_of_a_prompt_share_one_copy_of_its_keys(model):
     with torch.inference_mode():
         grouped = SharedPrefixDecoder(model, [[5, 6, 7]] * 4 + [[8, 9]] * 4, pad_id=0, device=CPU, budget=4)
         ungrouped = SharedPrefixDecoder(model, [[5, 6, 7], [8, 9], [5, 6, 7]], pad_id=0, device=CPU, budget=4)
-    assert (grouped.groups, grouped.group_size) == (2, 4)
-    assert grouped.prompt_keys[0].shape[0] == 2
-    assert (ungrouped.groups, ungrouped.group_size) == (3, 1)
+    assert (grouped.prompts.groups, grouped.prompts.group_size) == (2, 4)
+    assert grouped.prompts.keys[0].shape[0] == 2
+    assert (ungrouped.prompts.groups, ungrouped.prompts.group_size) == (3, 1)
 
 
 def test_shared_prefix_decoding_under_bfloat16_autocast(model):

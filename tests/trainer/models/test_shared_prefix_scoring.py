@@ -1,0 +1,87 @@
+"""Scoring through the shared prompt (trainers/models/shared_prefix.py via scoring.token_logprobs).
+
+The update's log-probs and their gradients must be those of the model's own forward on the
+prompt cache expanded to every row (the reference path, taken when the shared path is switched
+off), to float rounding: for equal and left-padded prompts, a prompt repeated among the rows,
+ragged completions and one-token completions; for the grouped-query tiny Llama and a Qwen2
+with attention biases. Past the attention-weight budget, and for models it does not compute
+exactly, the reference path runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import trainers.models.scoring as scoring  # noqa: E402
+
+CPU = torch.device("cpu")
+LAYOUTS = {
+    "equal prompts": ([[5, 6, 7, 8]] * 3 + [[9, 10, 11, 12]] * 3,
+                      [[20, 21, 22], [23, 24], [25], [26, 27, 28], [29], [30, 31]]),
+    "left-padded prompts": ([[5, 6, 7, 8, 9, 10]] * 2 + [[11, 12]] * 2,
+                            [[20, 21, 22, 23], [24, 25], [26], [27, 28, 29]]),
+    "a repeated prompt": ([[5, 6, 7], [8, 9], [5, 6, 7]], [[20, 21], [22, 23, 24], [25]]),
+    "one-token completions": ([[5, 6, 7]] * 2 + [[8, 9]] * 2, [[20], [21], [22], [23]]),
+}
+
+
+def qwen2_with_biases() -> torch.nn.Module:
+    config = transformers.Qwen2Config(vocab_size=259, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    torch.manual_seed(1)
+    model = transformers.Qwen2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                proj.bias.normal_(std=0.5)
+    return model
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen2"])
+def model(request, tiny_model_dir) -> torch.nn.Module:
+    if request.param == "llama":
+        return transformers.AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    return qwen2_with_biases()
+
+
+def score(model, prompts, completions, *, shared: bool, monkeypatch) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Log-probs and the gradient of their masked sum, through the shared path or the reference."""
+    monkeypatch.setattr(scoring, "SHARED_PREFIX_MAX_WEIGHTS", 1 << 24 if shared else 0)
+    model.zero_grad(set_to_none=True)
+    logp, mask = scoring.token_logprobs(model, prompts, completions, pad_id=0, device=CPU,
+                                        compute_dtype=torch.float32, temperature=0.7, chunk_size=0, checkpointed=False)
+    (logp * mask * torch.linspace(-1, 1, logp.numel()).view(logp.shape)).sum().backward()
+    return logp.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_scoring_through_the_shared_prompt_is_the_models_own_forward(model, layout, monkeypatch):
+    prompts, completions = LAYOUTS[layout]
+    shared_logp, shared_grads = score(model, prompts, completions, shared=True, monkeypatch=monkeypatch)
+    reference_logp, reference_grads = score(model, prompts, completions, shared=False, monkeypatch=monkeypatch)
+    torch.testing.assert_close(shared_logp, reference_logp, rtol=0, atol=1e-5)
+    for shared, reference in zip(shared_grads, reference_grads, strict=True):
+        torch.testing.assert_close(shared, reference, rtol=1e-4, atol=1e-6)
+
+
+def test_the_shared_path_runs_only_within_its_budget_and_on_models_it_computes(tiny_model_dir, monkeypatch):
+    """The path taken is observable: the shared one never builds the expanded prompt cache."""
+    llama = transformers.AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=259, n_embd=32, n_layer=1, n_head=2))
+    prompts, completions = LAYOUTS["equal prompts"]
+    expanded = []
+    original = scoring.encode_prompts
+    monkeypatch.setattr(scoring, "encode_prompts", lambda *a, **k: expanded.append(1) or original(*a, **k))
+    config = llama.config
+    needed = len(prompts) * config.num_attention_heads * 3 * (4 + 3) * config.num_hidden_layers
+    for model, budget, takes_shared in ((llama, needed, True), (llama, needed - 1, False), (gpt2, 1 << 24, False)):
+        monkeypatch.setattr(scoring, "SHARED_PREFIX_MAX_WEIGHTS", budget)
+        expanded.clear()
+        logp, mask = scoring.token_logprobs(model, prompts, completions, pad_id=0, device=CPU,
+                                            compute_dtype=torch.float32, temperature=1.0, chunk_size=0,
+                                            checkpointed=False)
+        assert logp.shape == mask.shape == (len(prompts), 3)
+        assert bool(expanded) is not takes_shared
