@@ -11,6 +11,7 @@ exactly, the reference path runs.
 from __future__ import annotations
 
 import pytest
+from qwen2_model import qwen2_with_biases
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -26,18 +27,6 @@ LAYOUTS = {
     "a repeated prompt": ([[5, 6, 7], [8, 9], [5, 6, 7]], [[20, 21], [22, 23, 24], [25]]),
     "one-token completions": ([[5, 6, 7]] * 2 + [[8, 9]] * 2, [[20], [21], [22], [23]]),
 }
-
-
-def qwen2_with_biases() -> torch.nn.Module:
-    config = transformers.Qwen2Config(vocab_size=259, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
-    torch.manual_seed(1)
-    model = transformers.Qwen2ForCausalLM(config).eval()
-    with torch.no_grad():
-        for layer in model.model.layers:
-            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
-                proj.bias.normal_(std=0.5)
-    return model
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen2"])
