@@ -174,7 +174,8 @@ def attend(q: torch.Tensor, prompt_keys: torch.Tensor, prompt_values: torch.Tens
     (masked by ``own_bias`` ``[L, T]`` when given: the causal mask of a whole completion), one
     softmax over both; returns ``[G, KVH, m, L, D]``."""
     groups, kv_heads, size, length, dim = q.shape
-    prompt_scores = torch.matmul(q.view(groups, kv_heads, size * length, dim), prompt_keys.transpose(-1, -2))
+    # reshape, not view: a caller's permuted queries need not be contiguous (it copies them then)
+    prompt_scores = torch.matmul(q.reshape(groups, kv_heads, size * length, dim), prompt_keys.transpose(-1, -2))
     prompt_scores = (prompt_scores + prompt_bias).view(groups, kv_heads, size, length, -1)
     own_scores = torch.matmul(q, own_keys.transpose(-1, -2))
     if own_bias is not None:
