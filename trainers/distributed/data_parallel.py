@@ -79,7 +79,7 @@ from trainers.distributed.config import DataParallel
 from trainers.distributed.engine import weight_state
 from trainers.learning.settings import UpdateSettings
 from trainers.learning.update import UpdateHooks, UpdateStats, ppo_update
-from trainers.models.policy_set import PolicySet
+from trainers.models.policy_set import PolicySet, adamw
 from trainers.models.scoring import token_logprobs
 
 
@@ -173,7 +173,7 @@ class DataParallelPolicy:
         self.micro_batches, self.forwards = 1, 0  # per epoch of the running update, and forwards so far
         self.params = self._named(self.trained_names)  # fully_shard replaced them with sharded ones
         spec = policies.spec
-        self.optimizers = {name: torch.optim.AdamW(self.params, lr=spec.lr, weight_decay=spec.weight_decay)}
+        self.optimizers = {name: adamw(self.params, spec, policies.device)}
         # the policy set's own list and optimiser now name the sharded parameters, so nothing keeps
         # the unsharded originals alive (under FSDP they would hold a whole copy of the policy)
         trained[:] = self.params
