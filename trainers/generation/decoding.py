@@ -166,7 +166,7 @@ class SharedPrefixDecoder:
 
 
 def decoder_for(model: torch.nn.Module, rows: Sequence[Sequence[int]], *, pad_id: int, device: torch.device,
-                budget: int, shared_prefix: bool = True) -> Any:
+                budget: int, shared_prefix: bool = True) -> Decoder:
     """A :class:`SharedPrefixDecoder` when ``shared_prefix`` and the model supports it, else a
     :class:`ModelDecoder`."""
     kind = SharedPrefixDecoder if shared_prefix and supports_shared_prefix(model) else ModelDecoder
