@@ -113,21 +113,22 @@ class ModelDecoder:
 
 class SharedPrefixDecoder:
     """Decoding rows that share prompts, each distinct prompt's keys and values kept once
-    (:mod:`trainers.models.shared_prefix`, whose module docstring gives the layout): the prompt
-    ``[G, KVH, P, D]`` per layer, the rows' completions in ``[G, KVH, m, budget, D]`` buffers
-    that fill one position per step."""
+    (:mod:`trainers.models.shared_prefix`, whose module docstring gives the layout): the prompt's
+    prefix ``[G, KVH, P, D]`` per layer, the rows' own keys in ``[G, KVH, m, budget, D]`` buffers
+    that fill one position per step, the first with the prompt's last token (whose logits are
+    ``first``)."""
 
     def __init__(self, model: torch.nn.Module, rows: Sequence[Sequence[int]], *, pad_id: int, device: torch.device,
                  budget: int) -> None:
         self.model = model
         self.prompts = encode_prompt_groups(model, rows, pad_id=pad_id, device=device)
-        self.first = self.prompts.first
-        self.position = self.prompts.next_position
+        self.position = self.prompts.start_position
         config, attention = model.config, model.model.layers[0].self_attn
         self.head_dim, self.scaling = attention.head_dim, attention.scaling
         self.kv_heads = config.num_key_value_heads
         self.heads_per_kv = config.num_attention_heads // self.kv_heads
-        shape = (self.prompts.groups, self.kv_heads, self.prompts.group_size, budget, self.head_dim)
+        # a row's own part: its prompt's last token, then up to budget - 1 sampled tokens fed back
+        shape = (self.prompts.groups, self.kv_heads, self.prompts.group_size, max(budget, 1), self.head_dim)
         dtype = self.prompts.keys[0].dtype
         self.keys = [torch.empty(shape, dtype=dtype, device=device) for _ in self.prompts.keys]
         self.values = [torch.empty(shape, dtype=dtype, device=device) for _ in self.prompts.keys]
@@ -137,6 +138,7 @@ class SharedPrefixDecoder:
         self.embed, self.rotary = inner.embed_tokens, inner.rotary_emb
         self.final_norm = (inner.norm.weight, inner.norm.variance_epsilon)
         self.head = (model.lm_head.weight, model.lm_head.bias)
+        self.first = self.step(self.prompts.last_tokens)
 
     def step(self, token: torch.Tensor) -> torch.Tensor:
         x = self.embed(token)  # [B, H]

@@ -33,6 +33,13 @@ def positions_from_mask(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def distinct_prompts(prompts: Sequence[Sequence[int]]) -> tuple[list[tuple[int, ...]], list[int]]:
+    """The distinct prompts in order of first appearance, and each prompt's index among them."""
+    distinct: dict[tuple[int, ...], int] = {}
+    index = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+    return list(distinct), index
+
+
 def encode_distinct(
     model: torch.nn.Module, prompts: Sequence[Sequence[int]], *, pad_id: int, device: torch.device,
     decoder: torch.nn.Module | None = None,
@@ -42,9 +49,8 @@ def encode_distinct(
     decoder: the last hidden state ``[G, H]`` instead), the attention mask ``[G, P]``, the next
     position ``[G, 1]`` of the ``G`` distinct prompts in order of first appearance, and each
     prompt's index among them."""
-    distinct: dict[tuple[int, ...], int] = {}
-    index = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
-    ids, mask = left_pad(list(distinct), pad_id)
+    distinct, index = distinct_prompts(prompts)
+    ids, mask = left_pad(distinct, pad_id)
     input_ids = torch.tensor(ids, device=device)
     attention = torch.tensor(mask, device=device)
     positions = positions_from_mask(attention)

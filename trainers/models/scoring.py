@@ -227,10 +227,9 @@ def token_logprobs(
         if one_forward or (checkpointed and torch.is_grad_enabled()):
             states = _states_uncached(model, parts, prompts, completion_ids, completion_mask, pad_id=pad_id)
         elif parts is not None and _shared_prefix_fits(model, prompts, width):
-            groups = encode_prompt_groups(model, prompts, pad_id=pad_id, device=device, decoder=parts[0])
-            states = groups.first[:, None]
-            if width > 1:
-                states = torch.cat([states, completion_states(model, groups, completion_ids[:, :-1])], dim=1)
+            groups = encode_prompt_groups(model, prompts, pad_id=pad_id, device=device)
+            own_inputs = torch.cat([groups.last_tokens[:, None], completion_ids[:, :-1]], dim=1)
+            states = completion_states(model, groups, own_inputs)
         else:
             states = _states_cached(model, parts, prompts, completion_ids, completion_mask, pad_id=pad_id)
         real = completion_mask.bool()

@@ -10,6 +10,13 @@ the result is ordinary attention over ``prompt + completion`` up to float roundi
 run as a handful of tensor operations instead of transformers' module calls, whose Python
 overhead dominates a small model's step on a CPU.
 
+The shared part is each prompt's *prefix*, all its tokens but the last (:func:`encode_prompt_groups`);
+the last prompt token is the first input of every row's own part. Its final state predicts the
+first completion token, and no other prompt position's final state is read by anything, so the
+prefix's last layer computes only its keys and values (:func:`encode_prefixes`): of the prompt's
+work, the last layer's queries, attention, output projection and MLP, and the final norm, are
+never done.
+
 Two users: the in-process sampler's decode step
 (:class:`trainers.generation.decoding.SharedPrefixDecoder`) and the update's scoring forward
 (:func:`completion_states`, through :func:`trainers.models.scoring.token_logprobs`). Only the
@@ -19,7 +26,8 @@ Layout: the ``B`` rows are ``G`` groups of ``m`` consecutive rows, group ``g`` t
 ``g``-th distinct prompt (``m = n``: the sampler and the update both lay rows out so). Rows that do
 not fall into such groups (a prompt repeated among the requests) become ``G = B`` groups of one,
 each with its own copy of its prompt. Per layer the prompt keys and values are ``[G, KVH, P, D]``
-(left-padded, the pads masked out), the rows' own ``[G, KVH, m, T, D]``, and the queries
+(left-padded, the pads masked out), the rows' own ``[G, KVH, m, T, D]`` (the prompt's last token
+then the completion), and the queries
 ``[G, KVH, m, L, D]`` with ``L`` the queries of one row per key-value head.
 """
 
@@ -32,7 +40,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from trainers.models.prompt_cache import encode_distinct
+from trainers.models.prompt_cache import distinct_prompts, left_pad, positions_from_mask
 
 #: The causal LM classes whose decoder layer is ``x + attn(norm(x))`` then ``x + mlp(norm(x))``
 #: with rotary attention (rotate-half form), RMS norms and a SiLU-gated MLP: what the layers here
@@ -126,15 +134,17 @@ def mlp(layer: LayerWeights, x: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class PromptGroups:
-    """Every distinct prompt encoded once, in the group layout (module docstring)."""
+    """Every distinct prompt's prefix, all its tokens but the last, encoded once in the group
+    layout (module docstring). The last token is the first input of each row's own part: its
+    state predicts the first completion token, so the prompt's final-layer outputs are never
+    needed, and the prefix's last layer computes only its keys and values."""
 
     groups: int
     group_size: int
-    first: torch.Tensor
-    """``[B, V]`` next-token logits of each row's prompt (``[B, H]`` last hidden states when
-    encoded through the decoder)."""
-    next_position: torch.Tensor
-    """``[B, 1]`` the position of each row's first completion token."""
+    last_tokens: torch.Tensor
+    """``[B]`` each row's last prompt token."""
+    start_position: torch.Tensor
+    """``[B, 1]`` its position: the position of each row's first own input."""
     keys: list[torch.Tensor]
     """Per layer, ``[G, KVH, P, D]`` (rotated, as transformers caches them)."""
     values: list[torch.Tensor]
@@ -143,28 +153,69 @@ class PromptGroups:
 
 
 def encode_prompt_groups(model: torch.nn.Module, rows: Sequence[Sequence[int]], *, pad_id: int,
-                         device: torch.device, decoder: torch.nn.Module | None = None) -> PromptGroups:
-    """Encode the distinct prompts of ``rows`` once (:func:`~trainers.models.prompt_cache.encode_distinct`,
-    differentiable) and lay them out in groups; with ``decoder`` (the model's decoder) ``first``
-    holds last hidden states instead of logits."""
-    cache, last, prompt_mask, positions, index = encode_distinct(model, rows, pad_id=pad_id, device=device,
-                                                                 decoder=decoder)
-    batch, distinct = len(rows), int(prompt_mask.shape[0])
-    size = batch // distinct
+                         device: torch.device) -> PromptGroups:
+    """Encode the prefixes of the distinct prompts of ``rows`` once (:func:`encode_prefixes`,
+    differentiable) and lay them out in groups."""
+    if not all(rows):
+        raise ValueError("every prompt needs at least one token")
+    distinct, index = distinct_prompts(rows)
+    ids, mask = left_pad(distinct, pad_id)
+    input_ids = torch.tensor(ids, device=device)
+    prompt_mask = torch.tensor(mask, device=device, dtype=torch.bool)
+    positions = positions_from_mask(prompt_mask)
+    keys, values = encode_prefixes(model, input_ids[:, :-1], prompt_mask[:, :-1], positions[:, :-1])
+    batch, count = len(rows), len(distinct)
+    size = batch // count
     select = torch.tensor(index, device=device)
-    keys = [layer.keys for layer in cache.layers]
-    values = [layer.values for layer in cache.layers]
-    if batch % distinct or index != [i // size for i in range(batch)]:
-        distinct, size = batch, 1  # no group layout: every row its own group, with its own copy
+    prefix_mask = prompt_mask[:, :-1]
+    if batch % count or index != [i // size for i in range(batch)]:
+        count, size = batch, 1  # no group layout: every row its own group, with its own copy
         keys = [k.index_select(0, select) for k in keys]
         values = [v.index_select(0, select) for v in values]
-        prompt_mask, last, positions = prompt_mask[select], last.index_select(0, select), positions[select]
-        select = torch.arange(batch, device=device)
-    dtype = keys[0].dtype
-    bias = torch.zeros(prompt_mask.shape, dtype=dtype, device=device).masked_fill_(~prompt_mask.bool(), float("-inf"))
-    return PromptGroups(groups=distinct, group_size=size, first=last.index_select(0, select) if size > 1 else last,
-                        next_position=positions.index_select(0, select), keys=keys, values=values,
+        prefix_mask = prefix_mask.index_select(0, select)
+    bias = torch.zeros(prefix_mask.shape, dtype=keys[0].dtype, device=device).masked_fill_(~prefix_mask, float("-inf"))
+    return PromptGroups(groups=count, group_size=size, last_tokens=input_ids[:, -1].index_select(0, select),
+                        start_position=positions[:, -1:].index_select(0, select), keys=keys, values=values,
                         bias=bias[:, None, None, :])
+
+
+def encode_prefixes(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor
+                    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per layer, the keys and values ``[G, KVH, P, D]`` of left-padded prefixes ``input_ids``
+    ``[G, P]`` (``mask`` true at real tokens; ``positions`` theirs), causal among the real
+    tokens; differentiable. The last layer computes its keys and values only."""
+    inner, config = model.model, model.config
+    groups, width = input_ids.shape
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    first_attention = inner.layers[0].self_attn
+    dim, scaling = first_attention.head_dim, first_attention.scaling
+    x = inner.embed_tokens(input_ids)
+    cos, sin = inner.rotary_emb(x, positions)
+    cos, sin = cos[:, :, None], sin[:, :, None]  # broadcast over heads
+    allowed = None
+    if not bool(mask.all()):
+        # causal among real tokens; a pad attends to itself alone, which keeps its (unread) state finite
+        causal = torch.ones(width, width, dtype=torch.bool, device=x.device).tril()
+        allowed = (causal & mask[:, None, :]) | torch.eye(width, dtype=torch.bool, device=x.device)
+        allowed = allowed[:, None]
+    layers = layer_weights(model)
+    keys: list[torch.Tensor] = []
+    values: list[torch.Tensor] = []
+    for i, layer in enumerate(layers):
+        h = rms_norm(layer.input_norm, x)
+        k = F.linear(h, *layer.k).view(groups, width, kv_heads, dim)
+        values.append(F.linear(h, *layer.v).view(groups, width, kv_heads, dim).transpose(1, 2).contiguous())
+        if i == len(layers) - 1:  # nothing reads the prefix's last-layer outputs
+            keys.append(rotate(k, cos, sin).transpose(1, 2).contiguous())
+            break
+        q = F.linear(h, *layer.q).view(groups, width, heads, dim)
+        q, k = rotate(torch.cat((q, k), dim=2), cos, sin).split((heads, kv_heads), dim=2)
+        keys.append(k.transpose(1, 2).contiguous())
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), keys[-1], values[-1], attn_mask=allowed,
+                                             is_causal=allowed is None, scale=scaling,
+                                             enable_gqa=heads != kv_heads)
+        x = mlp(layer, x + F.linear(out.transpose(1, 2).reshape(groups, width, heads * dim), *layer.o))
+    return keys, values
 
 
 def attend(q: torch.Tensor, prompt_keys: torch.Tensor, prompt_values: torch.Tensor, prompt_bias: torch.Tensor,
@@ -174,34 +225,35 @@ def attend(q: torch.Tensor, prompt_keys: torch.Tensor, prompt_values: torch.Tens
     (masked by ``own_bias`` ``[L, T]`` when given: the causal mask of a whole completion), one
     softmax over both; returns ``[G, KVH, m, L, D]``."""
     groups, kv_heads, size, length, dim = q.shape
+    prompt_length = prompt_keys.shape[-2]  # sizes spelled out: the prompt part may be empty
     # reshape, not view: a caller's permuted queries need not be contiguous (it copies them then)
     prompt_scores = torch.matmul(q.reshape(groups, kv_heads, size * length, dim), prompt_keys.transpose(-1, -2))
-    prompt_scores = (prompt_scores + prompt_bias).view(groups, kv_heads, size, length, -1)
+    prompt_scores = (prompt_scores + prompt_bias).view(groups, kv_heads, size, length, prompt_length)
     own_scores = torch.matmul(q, own_keys.transpose(-1, -2))
     if own_bias is not None:
         own_scores = own_scores + own_bias
     weights = torch.cat((prompt_scores, own_scores), dim=-1).softmax(-1, dtype=torch.float32).to(q.dtype)
-    prompt_length = prompt_scores.shape[-1]
-    out = torch.matmul(weights[..., :prompt_length].reshape(groups, kv_heads, size * length, -1), prompt_values)
+    out = torch.matmul(weights[..., :prompt_length].reshape(groups, kv_heads, size * length, prompt_length),
+                       prompt_values)
     return out.view(groups, kv_heads, size, length, dim) + torch.matmul(weights[..., prompt_length:], own_values)
 
 
-def completion_states(model: torch.nn.Module, prompts: PromptGroups, completion_ids: torch.Tensor) -> torch.Tensor:
-    """The final hidden states ``[B, C, H]`` of ``completion_ids`` ``[B, C]`` (right-padded) after
-    their rows' prompts, ``prompts`` encoded through the decoder; differentiable. Row ``b``'s
-    position ``c`` attends to its prompt and its completion tokens up to ``c`` (a pad, after every
-    real token, is never attended to by one)."""
+def completion_states(model: torch.nn.Module, prompts: PromptGroups, input_ids: torch.Tensor) -> torch.Tensor:
+    """The final hidden states ``[B, C, H]`` of each row's own inputs ``input_ids`` ``[B, C]``
+    (its prompt's last token, then its completion, right-padded) after its prompt's prefix;
+    differentiable. Row ``b``'s position ``c`` attends to its prefix and its own inputs up to ``c``
+    (a pad, after every real token, is never attended to by one)."""
     inner = model.model
     config = model.config
     groups, size = prompts.groups, prompts.group_size
-    batch, width = completion_ids.shape
+    batch, width = input_ids.shape
     kv_heads = config.num_key_value_heads
     heads = config.num_attention_heads
     per_kv = heads // kv_heads
     first_attention = inner.layers[0].self_attn
     dim, scaling = first_attention.head_dim, first_attention.scaling
-    x = inner.embed_tokens(completion_ids)
-    positions = prompts.next_position + torch.arange(width, device=completion_ids.device)
+    x = inner.embed_tokens(input_ids)
+    positions = prompts.start_position + torch.arange(width, device=input_ids.device)
     cos, sin = inner.rotary_emb(x, positions)  # [B, C, D]
     cos, sin = cos[:, :, None], sin[:, :, None]  # broadcast over heads
     # query (c, j) of a row (completion position c, head j of its key-value head) sees own keys up to c
@@ -224,6 +276,5 @@ def completion_states(model: torch.nn.Module, prompts: PromptGroups, completion_
     return rms_norm((inner.norm.weight, inner.norm.variance_epsilon), x)
 
 
-__all__ = ["LayerWeights", "PromptGroups", "attend", "completion_states", "encode_prompt_groups", "layer_weights",
-           "mlp", "rms_norm", "rotate",
-           "supports_shared_prefix"]
+__all__ = ["LayerWeights", "PromptGroups", "attend", "completion_states", "encode_prefixes", "encode_prompt_groups",
+           "layer_weights", "mlp", "rms_norm", "rotate", "supports_shared_prefix"]

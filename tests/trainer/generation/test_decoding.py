@@ -3,7 +3,8 @@
 :class:`SharedPrefixDecoder` must compute what the model's own forward computes (the reference,
 :class:`ModelDecoder`) to float rounding, for every prompt layout the sampler produces: equal
 prompts, left-padded ones, a prompt repeated among the requests (rows that do not form equal
-groups), one completion per prompt; for the grouped-query tiny Llama and for a Qwen2 with
+groups), one completion per prompt, one-token prompts (whose prefix, all but the last token, is
+empty); for the grouped-query tiny Llama and for a Qwen2 with
 attention biases; in float32 and under bfloat16 autocast. Models it does not compute exactly are
 refused and decode through their forward.
 """
@@ -29,6 +30,8 @@ LAYOUTS = {
     "left-padded prompts": ([[5, 6, 7, 8, 9, 20, 21], [10, 11, 12], [13, 14, 15, 16]], 4),
     "a repeated prompt": ([[5, 6, 7], [8, 9], [5, 6, 7]], 2),
     "one completion each": ([[5, 6, 7], [8, 9, 10, 11]], 1),
+    "a one-token prompt": ([[5], [6, 7, 8, 9]], 2),  # its prefix is empty: all pads
+    "only one-token prompts": ([[5], [6]], 3),  # a prefix of width 0
 }
 
 
@@ -71,6 +74,11 @@ def test_the_rows_of_a_prompt_share_one_copy_of_its_keys(model):
     assert (grouped.prompts.groups, grouped.prompts.group_size) == (2, 4)
     assert grouped.prompts.keys[0].shape[0] == 2
     assert (ungrouped.prompts.groups, ungrouped.prompts.group_size) == (3, 1)
+
+
+def test_an_empty_prompt_is_refused(model):
+    with pytest.raises(ValueError, match="at least one token"):
+        SharedPrefixDecoder(model, [[5, 6], []], pad_id=0, device=CPU, budget=4)
 
 
 def test_shared_prefix_decoding_under_bfloat16_autocast(model):

@@ -3,9 +3,9 @@
 The update's log-probs and their gradients must be those of the model's own forward on the
 prompt cache expanded to every row (the reference path, taken when the shared path is switched
 off), to float rounding: for equal and left-padded prompts, a prompt repeated among the rows,
-ragged completions, one- and two-token completions; for the grouped-query tiny Llama and a Qwen2
-with attention biases. Past the attention-weight budget, and for models it does not compute
-exactly, the reference path runs.
+ragged completions, one- and two-token completions, one-token prompts (an empty prefix); for the
+grouped-query tiny Llama and a Qwen2 with attention biases. Past the attention-weight budget, and
+for models it does not compute exactly, the reference path runs.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ LAYOUTS = {
     "a repeated prompt": ([[5, 6, 7], [8, 9], [5, 6, 7]], [[20, 21], [22, 23, 24], [25]]),
     "one-token completions": ([[5, 6, 7]] * 2 + [[8, 9]] * 2, [[20], [21], [22], [23]]),
     "two-token completions": ([[5, 6, 7]] * 2 + [[8, 9]] * 2, [[20, 21], [22, 23], [24, 25], [26]]),
+    "a one-token prompt": ([[5]] * 2 + [[8, 9, 10]] * 2, [[20, 21], [22], [23, 24, 25], [26]]),
+    "only one-token prompts": ([[5]] * 2 + [[8]] * 2, [[20, 21], [22], [23, 24, 25], [26]]),
 }
 
 
