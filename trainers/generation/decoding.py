@@ -122,7 +122,6 @@ class SharedPrefixDecoder:
                  budget: int) -> None:
         self.model = model
         self.prompts = encode_prompt_groups(model, rows, pad_id=pad_id, device=device)
-        self.position = self.prompts.start_position
         config, attention = model.config, model.model.layers[0].self_attn
         self.head_dim, self.scaling = attention.head_dim, attention.scaling
         self.kv_heads = config.num_key_value_heads
@@ -135,17 +134,20 @@ class SharedPrefixDecoder:
         self.length = 0
         self.layers = layer_weights(model)
         inner = model.model
-        self.embed, self.rotary = inner.embed_tokens, inner.rotary_emb
+        self.embed = inner.embed_tokens.weight
+        # every position's rotation at once: one call of the rotary module instead of one per token
+        positions = self.prompts.start_position + torch.arange(max(budget, 1), device=device)
+        cos, sin = inner.rotary_emb(self.embed, positions)  # [B, budget, D]; the first argument gives the dtype
+        self.cos, self.sin = cos[:, :, None], sin[:, :, None]  # broadcast over heads
         self.final_norm = (inner.norm.weight, inner.norm.variance_epsilon)
         self.head = (model.lm_head.weight, model.lm_head.bias)
         self.first = self.step(self.prompts.last_tokens)
 
     def step(self, token: torch.Tensor) -> torch.Tensor:
-        x = self.embed(token)  # [B, H]
-        cos, sin = self.rotary(x[:, None], self.position)  # [B, 1, D]: broadcast over heads
-        self.position = self.position + 1
+        x = F.embedding(token, self.embed)  # [B, H]
         t = self.length
         self.length += 1
+        cos, sin = self.cos[:, t], self.sin[:, t]  # [B, 1, D]
         groups, size, dim = self.prompts.groups, self.prompts.group_size, self.head_dim
         kv_heads, per_kv = self.kv_heads, self.heads_per_kv
         heads = kv_heads * per_kv
