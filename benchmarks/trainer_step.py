@@ -26,7 +26,7 @@ The second part is the share of rollout time that the tree itself costs (deep co
 the env plus branch selection) on plan_path_v0 with the trainer's CPU defaults.
 
 Run: ``python benchmarks/trainer_step.py [--shapes tiny,small] [--prompts 4 --n 8
---max-new-tokens 32 --repeats 5 --threads 1 --tree-steps 4]``. Results go to
+--max-new-tokens 32 --repeats 10 --threads 1 --tree-steps 4]``. Results go to
 ``benchmarks/results/trainer_step.json``. TRL is optional (``pip install trl``); without it
 only our numbers are reported.
 """
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=5, help="timed steps of each (after one warm-up)")
+    parser.add_argument("--repeats", type=int, default=10, help="timed steps of each (after one warm-up)")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads, the same for both")
     parser.add_argument("--tree-steps", type=int, default=4, help="plan_path_v0 steps timed for the tree share")
     parser.add_argument("--out", type=Path, default=RESULTS)
