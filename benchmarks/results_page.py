@@ -156,11 +156,13 @@ def multiturn_vs_trl(figures: Figures) -> list[str]:
 
 def trainer_memory(figures: Figures) -> list[str]:
     rows = [[r["configuration"], f"{r['peak_rss_gb']:.2f} GB", f"{r['step_peak_gb']:.2f} GB",
-             " / ".join(f"{s:.1f}" for s in r["step_seconds"]) + " s"] for r in figures["results"]]
+             " / ".join(f"{s:.1f}" for s in r["step_seconds"]) + " s",
+             " / ".join(f"{s:.1f}" for s in r["step_cpu_seconds"]) + " s" if "step_cpu_seconds" in r else "-"]
+            for r in figures["results"]]
     return [f"{figures['shape']['num_hidden_layers']} layers of Qwen2.5-0.5B's shape, {figures['rows']} x "
             f"{figures['completion_tokens']} completion tokens after {figures['prompt_tokens']} prompt tokens; one "
             f"float32 logits tensor is {figures['float32_logits_gb']:.2f} GB.", "",
-            *table(["configuration", "peak RSS", "step's own peak", "step (wall)"], rows)]
+            *table(["configuration", "peak RSS", "step's own peak", "step (wall)", "step (CPU)"], rows)]
 
 
 def rollout_scaling(figures: Figures) -> list[str]:

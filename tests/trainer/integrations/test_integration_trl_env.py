@@ -73,6 +73,21 @@ def test_seats_must_be_other_roles_than_the_learners():
         environment_factory(MATH, "pilot")
 
 
+def tool_calling_grpo(model_dir, env_class, generation, output_dir, *, problems: int, steps: int) -> GRPOTrainer:
+    """TRL's GRPO on ``problems`` episodes of ``env_class``: 4 rollouts a step, 2 per problem, on the CPU."""
+    return GRPOTrainer(
+        model=str(model_dir),
+        environment_factory=env_class,
+        train_dataset=episode_dataset(range(problems)),
+        args=GRPOConfig(
+            output_dir=str(output_dir), max_steps=steps, per_device_train_batch_size=4, num_generations=2,
+            max_completion_length=2000, max_tool_calling_iterations=2, generation_kwargs=generation,
+            learning_rate=1e-2, logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, bf16=False,
+            seed=0,
+        ),
+    )
+
+
 @pytest.mark.slow
 def test_two_grpo_steps_through_trl_with_an_llm_seat_partner_log_the_envs_returns(tmp_path):
     """TRL's model plays the reasoner through tool calls; the tool role is an LLM seat (the tiny
@@ -85,17 +100,7 @@ def test_two_grpo_steps_through_trl_with_an_llm_seat_partner_log_the_envs_return
     config = {"max_turns": 2}
     env_class = environment_factory(MATH, "reasoner", {"tool": f"hf:{model_dir}"}, max_tokens=8,
                                     on_reward=records.append, **config)
-    trainer = GRPOTrainer(
-        model=str(model_dir),
-        environment_factory=env_class,
-        train_dataset=episode_dataset(range(4)),
-        args=GRPOConfig(
-            output_dir=str(tmp_path / "run"), max_steps=2, per_device_train_batch_size=4, num_generations=2,
-            max_completion_length=2000, max_tool_calling_iterations=2, generation_kwargs=generation,
-            learning_rate=1e-2, logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, bf16=False,
-            seed=0,
-        ),
-    )
+    trainer = tool_calling_grpo(model_dir, env_class, generation, tmp_path / "run", problems=4, steps=2)
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "reward" in entry]
     assert len(logs) == 2 and len(records) == 8
@@ -119,17 +124,7 @@ def test_one_trl_policy_in_both_seats(tmp_path):
     generation = write_tiny_tool_model(model_dir, "act", "action", ANSWERS)
     records: list[RolloutRecord] = []
     env_class = environment_factory(MATH, ("reasoner", "tool"), on_reward=records.append, max_turns=1)
-    trainer = GRPOTrainer(
-        model=str(model_dir),
-        environment_factory=env_class,
-        train_dataset=episode_dataset(range(2)),
-        args=GRPOConfig(
-            output_dir=str(tmp_path / "run"), max_steps=1, per_device_train_batch_size=4, num_generations=2,
-            max_completion_length=2000, max_tool_calling_iterations=2, generation_kwargs=generation,
-            learning_rate=1e-2, logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, bf16=False,
-            seed=0,
-        ),
-    )
+    trainer = tool_calling_grpo(model_dir, env_class, generation, tmp_path / "run", problems=2, steps=1)
     trainer.train()
     (entry,) = [entry for entry in trainer.state.log_history if "reward" in entry]
     assert entry[f"rewards/{MATH}_env/mean"] == pytest.approx(sum(r.reward for r in records) / len(records))
