@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 @torch.inference_mode()
 def generate(policies: PolicySet, name: str, prompts: Sequence[Sequence[int]], n: int, *,
              seeds: Sequence[int] | None = None, temperature: float | None = None,
-             max_new_tokens: int | None = None, shared_prefix: bool = True) -> list[Generation]:
+             max_new_tokens: int | None = None, shared_prefix: bool | None = None) -> list[Generation]:
     """Sample ``n`` completions of every prompt by policy ``name`` of ``policies`` in one batched
     call (prompt-major order: prompt 0's n completions first).
 
@@ -50,14 +50,16 @@ def generate(policies: PolicySet, name: str, prompts: Sequence[Sequence[int]], n
 
     Each distinct prompt is encoded once; then one decode step per new token for the whole batch
     (:func:`~trainers.generation.decoding.decoder_for`: on a Llama-family model the rows of one
-    prompt attend to a single copy of its keys and values, ``shared_prefix``; otherwise the model's
-    own forward on a KV cache that grows in place). The loop keeps everything on the device: the
-    only host sync per token is the "all rows finished?" test, and token ids and log-probs are
-    copied back once at the end. Tokens are drawn with one uniform per row (:func:`sample_categorical`).
-    Forwards run in the compute dtype (:meth:`~trainers.models.policy_set.PolicySet.autocast`)."""
+    prompt attend to a single copy of its keys and values, unless ``shared_prefix`` (default: the
+    spec's) is off; otherwise the model's own forward on a KV cache that grows in place). The loop
+    keeps everything on the device: the only host sync per token is the "all rows finished?" test,
+    and token ids and log-probs are copied back once at the end. Tokens are drawn with one uniform
+    per row (:func:`sample_categorical`). Forwards run in the compute dtype
+    (:meth:`~trainers.models.policy_set.PolicySet.autocast`)."""
     check_seeds(prompts, n, seeds)
     temperature = policies.spec.temperature if temperature is None else temperature
     budget = policies.spec.max_new_tokens if max_new_tokens is None else max_new_tokens
+    shared_prefix = policies.spec.shared_prefix if shared_prefix is None else shared_prefix
     draws = None if seeds is None or temperature == 0 else seeded_uniforms(seeds, budget, policies.device)
     rows = [list(p) for p in prompts for _ in range(n)]
     eos = torch.tensor(policies.eos_ids, dtype=torch.long, device=policies.device)

@@ -179,7 +179,8 @@ class PolicySet(PromptEncoder):
         mask (:func:`trainers.models.scoring.token_logprobs`); differentiable unless under ``no_grad``."""
         return token_logprobs(model, prompts, completions, pad_id=self.pad_id, device=self.device,
                               compute_dtype=self.compute_dtype, temperature=self.spec.temperature,
-                              chunk_size=self.spec.logprob_chunk_size, checkpointed=self.spec.gradient_checkpointing)
+                              chunk_size=self.spec.logprob_chunk_size, checkpointed=self.spec.gradient_checkpointing,
+                              shared_prefix=self.spec.shared_prefix)
 
     # ----------------------------------------------------------- checkpoints
     def save(self, directory: Path) -> None:

@@ -198,7 +198,7 @@ def checkpointed_layers(model: torch.nn.Module) -> Iterator[None]:
 def token_logprobs(
     model: torch.nn.Module, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], *,
     pad_id: int, device: torch.device, compute_dtype: torch.dtype, temperature: float, chunk_size: int,
-    checkpointed: bool, one_forward: bool = False,
+    checkpointed: bool, one_forward: bool = False, shared_prefix: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs ``[B, C]`` (float32; 0 at padding) of the completion tokens under ``model``
     (at ``temperature``) and their mask; differentiable unless called under ``no_grad``.
@@ -211,14 +211,15 @@ def token_logprobs(
     costs once per group. On a model :func:`~trainers.models.shared_prefix.supports_shared_prefix`
     takes, the rows of a prompt attend to one copy of its keys and values
     (:func:`~trainers.models.shared_prefix.completion_states`) while the attention weights that
-    keeps stay within :data:`SHARED_PREFIX_MAX_WEIGHTS`; otherwise the model's own forward runs on
-    the prompt cache expanded to every row. Only the real completion positions reach the LM head, in chunks
-    of ``chunk_size`` (:func:`selective_logprobs`). With ``checkpointed`` (the model's layers
-    set up for gradient checkpointing) and gradients on, a KV cache cannot be used (a
-    recomputed layer would append to it twice): one forward over ``prompt + completion`` per
-    row, its decoder layers checkpointed. ``one_forward`` takes that path always (gradients or
-    not): the decoder then runs exactly once per call whatever the completions' widths, as a
-    sharded model needs (every rank's forwards are collectives that must pair up)."""
+    keeps stay within :data:`SHARED_PREFIX_MAX_WEIGHTS`, unless ``shared_prefix`` is off; otherwise
+    the model's own forward runs on the prompt cache expanded to every row. Only the real
+    completion positions reach the LM head, in chunks of ``chunk_size`` (:func:`selective_logprobs`).
+    With ``checkpointed`` (the model's layers set up for gradient checkpointing) and gradients on,
+    a KV cache cannot be used (a recomputed layer would append to it twice): one forward over
+    ``prompt + completion`` per row, its decoder layers checkpointed. ``one_forward`` takes that
+    path always (gradients or not): the decoder then runs exactly once per call whatever the
+    completions' widths, as a sharded model needs (every rank's forwards are collectives that must
+    pair up)."""
     width = max(len(c) for c in completions)
     completion_ids = torch.tensor([list(c) + [pad_id] * (width - len(c)) for c in completions], device=device)
     completion_mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in completions], device=device)
@@ -226,7 +227,7 @@ def token_logprobs(
     with autocast_region(device, compute_dtype):
         if one_forward or (checkpointed and torch.is_grad_enabled()):
             states = _states_uncached(model, parts, prompts, completion_ids, completion_mask, pad_id=pad_id)
-        elif parts is not None and _shared_prefix_fits(model, prompts, width):
+        elif shared_prefix and parts is not None and _shared_prefix_fits(model, prompts, width):
             groups = encode_prompt_groups(model, prompts, pad_id=pad_id, device=device)
             own_inputs = torch.cat([groups.last_tokens[:, None], completion_ids[:, :-1]], dim=1)
             states = completion_states(model, groups, own_inputs)

@@ -52,6 +52,11 @@ class ModelSpec:
     prompt + completion in one forward without a KV cache)."""
     logprob_chunk_size: int = 1024
     """Completion tokens per LM-head chunk when scoring (0: one chunk)."""
+    shared_prefix: bool = True
+    """Sample and score Llama and full-attention Qwen2 models with each prompt's keys and values
+    shared by its rows (:mod:`trainers.models.shared_prefix`); False: the model's own forward, the
+    reference path (slower, the same results up to float summation order). Other models always
+    take their own forward."""
     temperature: float = 1.0
     """The sampling temperature; scoring uses the same one, so recorded and recomputed log-probs
     describe one distribution."""

@@ -121,3 +121,23 @@ def test_models_it_does_not_compute_exactly_decode_through_their_forward(tiny_mo
             decoder = decoder_for(refused.eval(), [[5, 6, 7]] * 2, pad_id=0, device=CPU, budget=3)
             assert isinstance(decoder, ModelDecoder)
             assert decoder.step(torch.tensor([8, 9])).shape[0] == 2
+
+
+def test_the_spec_can_switch_the_shared_decoder_off(tiny_model_dir, monkeypatch):
+    """``ModelSpec.shared_prefix=False`` samples through the model's own forward."""
+    import trainers.generation.transformers_backend as backend
+
+    kinds = []
+    choose = backend.decoder_for
+
+    def recorded(*args, **kwargs):
+        decoder = choose(*args, **kwargs)
+        kinds.append(type(decoder))
+        return decoder
+
+    monkeypatch.setattr(backend, "decoder_for", recorded)
+    for flag in (True, False):
+        spec = ModelSpec(model=str(tiny_model_dir), device="cpu", shared_prefix=flag)
+        generate(PolicySet(spec, {"assistant": "shared"}), "shared", [[5, 6, 7]], 2, max_new_tokens=3)
+    assert kinds == [SharedPrefixDecoder, ModelDecoder]
+

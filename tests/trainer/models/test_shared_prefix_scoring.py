@@ -77,3 +77,24 @@ def test_the_shared_path_runs_only_within_its_budget_and_on_models_it_computes(t
                                             checkpointed=False)
         assert logp.shape == mask.shape == (len(prompts), 3)
         assert bool(expanded) is not takes_shared
+
+
+def test_the_config_can_switch_the_shared_path_off(tiny_model_dir, monkeypatch):
+    """``shared_prefix: false`` (TrainConfig, through the model spec) scores through the model's own forward."""
+    from trainers.algorithms.atgrpo.config import TrainConfig
+    from trainers.models.policy_set import PolicySet
+
+    calls = []
+    shared_states = scoring.completion_states
+    monkeypatch.setattr(scoring, "completion_states", lambda *args: calls.append(args) or shared_states(*args))
+    shared_calls = {}
+    for flag in (True, False):
+        spec = TrainConfig(model=str(tiny_model_dir), device="cpu", shared_prefix=flag).model_spec()
+        assert spec.shared_prefix is flag
+        policies = PolicySet(spec, {"assistant": "shared"})
+        before = len(calls)
+        with policies.active("shared") as model:
+            policies.token_logprobs(model, [[5, 6, 7]] * 2, [[20, 21], [22]])
+        shared_calls[flag] = len(calls) - before
+    assert shared_calls == {True: 1, False: 0}
+

@@ -108,6 +108,12 @@ class PolicyConfig:
     ``logit[token] - logsumexp(logits)`` chunk by chunk (the chunk's logits recomputed in the
     backward), so the ``[tokens, vocab]`` logits never exist at once (at a 152k vocabulary,
     1024 tokens are 0.6 GB in float32). 0: one chunk, the whole batch (fastest for small vocabularies)."""
+    shared_prefix: bool = True
+    """On Llama and full-attention Qwen2 models, sample and score with each prompt's keys and values
+    kept once for its n rows and the layers run as plain tensor operations
+    (``trainers/models/shared_prefix.py``; several times faster on small models). False runs the
+    model's own forward instead: the reference path, to compare against or to rule the fast path
+    out; results agree up to float summation order. Other models always take their own forward."""
 
     # ---------------------------------------------------------- sampling
     temperature: float = 1.0
@@ -194,7 +200,8 @@ class PolicyConfig:
         return ModelSpec(model=self.model, device=self.device, dtype=self.dtype, lora=self.lora, lora_r=self.lora_r,
                          lora_alpha=self.lora_alpha, lora_target_modules=self.lora_target_modules,
                          gradient_checkpointing=self.gradient_checkpointing,
-                         logprob_chunk_size=self.logprob_chunk_size, temperature=self.temperature,
+                         logprob_chunk_size=self.logprob_chunk_size, shared_prefix=self.shared_prefix,
+                         temperature=self.temperature,
                          max_new_tokens=self.max_new_tokens, max_prompt_tokens=self.max_prompt_tokens,
                          reference=self.kl_coef > 0, lr=self.lr, weight_decay=self.weight_decay)
 
