@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 #: Sharded ranks score through the model's own forward (the shared-prefix path takes no DTensor), so
 #: every run here takes that path: what is compared is the distribution, not two kernels' float
-#: summation orders, a difference Adam amplifies past WEIGHT_ATOL (test_distributed_training).
+#: summation orders as well (which Adam amplifies, test_distributed_training.WEIGHT_ATOL).
 REFERENCE_PATH = {"shared_prefix": False}
 
 

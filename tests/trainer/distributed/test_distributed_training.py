@@ -39,19 +39,31 @@ def assert_same_run(local_dir, remote_dir, local_history, remote_history) -> Non
     assert any(a != 0 for a in advantages)
 
 
+LR = 5e-2  # run_configs.distributed_toy_config's
 #: Parameters may differ by float summation order only, which Adam amplifies: it divides each
-#: element's step by the root of its own squared gradient, so a gradient that is float noise
-#: still moves by up to ``lr``. The single-process run itself differs by 1.5e-4 (lr 5e-2) on
-#: this test when only its micro-batch size changes; 1e-3 is 2 % of the learning rate.
-WEIGHT_ATOL = 1e-3
+#: element's step by the root of its own squared gradient, so an element whose gradient is float
+#: noise still moves by up to ``lr``. The single-process run differs from itself by up to 1.1e-3
+#: (lr 5e-2) on this config when only its micro-batch size changes (3 against 2, 4 or 16, through
+#: the shared prompt or the model's own forward), so no element may differ by more than 10 % of lr
+#: (as in test_distributed_fsdp; measured here: up to 1.6e-3), and the mean gap over all elements,
+#: float noise only (measured up to 4e-7), by no more than MEAN_ATOL.
+WEIGHT_ATOL = 0.1 * LR
+MEAN_ATOL = 1e-5
+
+
+def assert_close_snapshots(here: dict, there: dict, name: str) -> None:
+    """Two snapshots of policy ``name`` agree within :data:`WEIGHT_ATOL` per element and
+    :data:`MEAN_ATOL` on average."""
+    assert here.keys() == there.keys()
+    for key in here:
+        assert torch.allclose(here[key], there[key], atol=WEIGHT_ATOL, rtol=0), (name, key)
+    gaps = torch.cat([(here[key] - there[key]).abs().flatten() for key in here])
+    assert gaps.mean().item() <= MEAN_ATOL, (name, gaps.mean().item())
 
 
 def assert_close_weights(local: Trainer, remote: DistributedTrainer) -> None:
     for name in local.policies.names:
-        here, there = local.policies.snapshot(name), remote.policies.snapshot(name)
-        assert here.keys() == there.keys()
-        for key in here:
-            assert torch.allclose(here[key], there[key], atol=WEIGHT_ATOL, rtol=0), (name, key)
+        assert_close_snapshots(local.policies.snapshot(name), remote.policies.snapshot(name), name)
 
 
 def test_distributed_run_equals_the_single_process_run_and_resumes_on_another_world_size(
@@ -73,7 +85,7 @@ def test_distributed_run_equals_the_single_process_run_and_resumes_on_another_wo
         first_history = first.train()
         for name in first.policies.names:
             here = first.policies.snapshot(name)
-            assert all(torch.allclose(after_two[name][k], here[k], atol=WEIGHT_ATOL, rtol=0) for k in here), name
+            assert_close_snapshots(after_two[name], here, name)
             assert any(not torch.equal(start[name][k], here[k]) for k in here), name  # the update did move it
             ranks = first.policies.rank_snapshots(name)  # every rank holds the same weights
             assert all(torch.equal(ranks[0][k], ranks[1][k]) for k in ranks[0]), name
