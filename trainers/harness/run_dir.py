@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Collection, Sequence
@@ -207,11 +208,37 @@ def restore_training_state(checkpoint: Path, policy_sets: Sequence[Any]) -> dict
     weights are loaded when the policies are built, from ``checkpoint / "policies"``); returns
     the checkpoint's state. Call it last in a run's setup: anything drawing random numbers
     after it would shift the streams."""
-    optimizers = torch.load(checkpoint / "optimizer.pt", weights_only=False)
+    optimizers = load_checkpoint_file(checkpoint / "optimizer.pt")
     for policies in policy_sets:
         policies.load_optimizer_state(optimizers)
-    set_rng_state(torch.load(checkpoint / "rng.pt", weights_only=False))
+    set_rng_state(load_checkpoint_file(checkpoint / "rng.pt"))
     return read_state(checkpoint)
+
+
+def _numpy_array_globals() -> list[Any]:
+    """What numpy's RNG state (a ``uint32`` array) pickles through: its array reconstructor,
+    ``ndarray`` and ``dtype`` with the dtype's class, under numpy 1's and 2's module names."""
+    import numpy as np
+
+    core = getattr(np, "_core", None) or np.core
+    return [core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+
+
+def load_checkpoint_file(path: Path) -> Any:
+    """Load a checkpoint file with ``torch.load(weights_only=True)``: tensors, plain containers and
+    numpy arrays only. A run dir may come from anyone (a shared run, a download), and a full
+    unpickler would run whatever code a crafted file names; such a file is refused with one line."""
+    import pickle
+
+    try:
+        with torch.serialization.safe_globals(_numpy_array_globals()):
+            return torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as error:
+        # torch's message is a page of advice; the line that names the refused object is the one to keep
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(error))
+        named = f" (it names {found.group(1)})" if found else ""
+        raise ConfigError(f"checkpoint file {path} holds objects other than tensors, numbers and arrays{named}, so it "
+                          "was not written by this trainer and is not loaded") from None
 
 
 def checkpoint_due(step: int, *, every: int, last: int) -> bool:
@@ -264,5 +291,5 @@ class Progress:
 
 
 __all__ = ["CHECKPOINTS", "METRICS", "STATE", "Checkpoints", "Progress", "append_jsonl", "check_run_dir",
-           "checkpoint_due", "clear_run", "evaluation_due", "interruption_note", "read_state",
-           "restore_training_state", "save_training_state", "start_logs", "truncate_jsonl"]
+           "checkpoint_due", "clear_run", "evaluation_due", "interruption_note", "load_checkpoint_file",
+           "read_state", "restore_training_state", "save_training_state", "start_logs", "truncate_jsonl"]

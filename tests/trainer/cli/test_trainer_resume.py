@@ -162,3 +162,29 @@ def test_ctrl_c_says_which_step_the_checkpoint_holds_and_how_to_resume(tiny_mode
     assert held >= 1
     assert note.endswith(f"of 100000; the last checkpoint holds step {held} ({run / 'checkpoints' / latest}); "
                          f"continue with: pettingllm train --run-dir {run} --resume")
+
+
+class _WritesAFile:
+    """A pickle payload: unpickling it with a full unpickler creates ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.touch, (self.path,))
+
+
+@pytest.mark.parametrize("name", ["rng.pt", "optimizer.pt"])
+def test_a_crafted_checkpoint_file_is_refused_in_one_line_and_runs_nothing(capsys, finished_run, tmp_path, name):
+    """A run dir may come from anyone: its checkpoint files load with ``weights_only=True``, so a
+    file that names code to run is refused before anything in it runs (the genuine files of every
+    exact-resume test load the same way)."""
+    import torch
+
+    marker = tmp_path / "payload_ran"
+    checkpoint = finished_run / "checkpoints" / (finished_run / "checkpoints" / "latest").read_text()
+    torch.save({"python": _WritesAFile(marker)}, checkpoint / name)
+    err = one_line_error(capsys, ["train", "--run-dir", str(finished_run), "--resume", "--steps", "2"])
+    assert err.startswith(f"checkpoint file {checkpoint / name} holds objects other than tensors"), err
+    assert "not loaded" in err
+    assert not marker.exists()
