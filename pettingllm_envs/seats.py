@@ -169,6 +169,13 @@ def seat_assignments(value: Any) -> Any:
     return seats
 
 
+def roles_compete(env: AECEnv) -> bool:
+    """The env's roles are rewarded against each other (a zero-sum game): a sum of their returns
+    cancels the outcome. Only pettingllm's envs say so (``roles_compete``); any other AEC env is
+    taken as cooperative."""
+    return bool(getattr(env.unwrapped, "roles_compete", False))
+
+
 @dataclass(frozen=True)
 class SeatTurn:
     """Where a :class:`SeatedEpisode` stopped: a learner's turn, or the end.
@@ -189,6 +196,10 @@ class SeatTurn:
     terminated: bool
     truncated: bool
     info: dict[str, Any] = field(default_factory=dict)
+    rewards: dict[str, float] = field(default_factory=dict)
+    """What the env paid each learner since it was last reported: ``{agent: reward}`` while the
+    episode runs; at the end, every learner's last payments (a loss the other learner's move
+    dealt, a penalty), so each learner's ``rewards`` over the turns sum to its return."""
 
     @property
     def done(self) -> bool:
@@ -217,6 +228,8 @@ class SeatedEpisode:
         self.learners = learners
         self.seats: dict[str, Policy] = {r: seats[r] for r in roles if r not in learners}
         self.returns: dict[str, float] = dict.fromkeys(roles, 0.0)
+        self.final_infos: dict[str, dict[str, Any]] = {}
+        """Each role's info when it finished (``success`` among them), once the episode is over."""
         self._unpaid: dict[str, float] = dict.fromkeys(roles, 0.0)
         self._previous_prompt: dict[str, Any] = {}
         self._turn: SeatTurn | None = None
@@ -240,10 +253,15 @@ class SeatedEpisode:
         """Reset the env and let the seats play until a learner's turn (or the end)."""
         self.env.reset(seed=seed, options=options)
         self.returns = dict.fromkeys(self.env.possible_agents, 0.0)
+        self.final_infos = {}
         self._unpaid = dict.fromkeys(self.env.possible_agents, 0.0)
         self._previous_prompt = {}
         self._turn = self._advance(None)
         return self._turn
+
+    def success(self, role: str) -> bool:
+        """What the env reported as ``role``'s success when it finished (False while it plays)."""
+        return bool(self.final_infos.get(role, {}).get("success", False))
 
     def act(self, action: Any) -> SeatTurn:
         """Apply the current learner's ``action``, then let the seats play until a learner's turn or the end."""
@@ -269,8 +287,9 @@ class SeatedEpisode:
             agent = self.env.agent_selection
             observation, _, terminated, truncated, info = self.env.last()
             if terminated or truncated:
+                self.final_infos[agent] = copy.deepcopy(info)
                 if agent in self.learners:
-                    final[agent] = (observation, bool(terminated), bool(truncated), copy.deepcopy(info))
+                    final[agent] = (observation, bool(terminated), bool(truncated), self.final_infos[agent])
                 self._step(None)
             elif agent in self.learners:
                 return self._seat_turn(agent, agent, observation, False, False, info)
@@ -282,11 +301,13 @@ class SeatedEpisode:
 
     def _seat_turn(self, agent: str | None, learner: str, observation: Any, terminated: bool, truncated: bool,
                    info: dict[str, Any]) -> SeatTurn:
-        reward, self._unpaid[learner] = self._unpaid.get(learner, 0.0), 0.0
+        paid = self.learners if agent is None else [learner]
+        rewards = {role: self._unpaid.get(role, 0.0) for role in paid}
+        self._unpaid.update(dict.fromkeys(paid, 0.0))
         info = copy.deepcopy(info)
         return SeatTurn(agent=agent, observation=observation, new_text=self.new_text(learner, observation, info),
-                        messages=info.get("messages"), reward=reward, terminated=terminated, truncated=truncated,
-                        info=info)
+                        messages=info.get("messages"), reward=rewards[learner], terminated=terminated,
+                        truncated=truncated, info=info, rewards=rewards)
 
     def new_text(self, agent: str, observation: Any, info: dict[str, Any]) -> str:
         """What is new for ``agent`` since its previous turn, as text.

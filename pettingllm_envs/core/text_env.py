@@ -201,6 +201,11 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
         """G is the same for every role (a cooperative env): the default :meth:`team_state`."""
         return type(self).team_state is TextAECEnv.team_state
 
+    @property
+    def roles_compete(self) -> bool:
+        """The roles are rewarded against each other: each has its own side of G (a game's outcome)."""
+        return not self._shared_team_state
+
     def _team_states(self) -> dict[str, float]:
         if self._shared_team_state:  # compute once
             return dict.fromkeys(self.agents, float(self.global_reward()))

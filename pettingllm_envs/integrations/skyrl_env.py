@@ -13,7 +13,13 @@ one role of a multi-agent env (``role``); every other role is a seat
   (``info["new_messages"]`` without system or assistant messages: the model's own reply is
   already in SkyRL's chat), the reward the env paid the role since its previous action (its own
   ``alpha * global + local`` plus what the seats' moves credited it), and ``done`` when the
-  episode ended. ``metadata`` has the env's ``info`` of the role (``success`` at the end).
+  episode ended. ``metadata`` has the env's ``info`` of the role, every role's ``returns`` and
+  ``success``: what the env reported for the role when it finished (False before the end).
+* ``init`` cannot carry a reward, so what the seats' moves paid the role before its first action
+  (a tester credited for the coder's first code, a tool role for the reasoner's answer) comes with
+  the first ``step``'s reward; where the seats end the episode before the role acts, the first
+  ``step`` ends it, whatever the action, with that reward. The step rewards therefore sum to the
+  role's return in the env, on truncation too (the env's ``max_turns`` ends the episode).
 
 Settings come from SkyRL's ``env_config`` (a mapping) and are overridden per dataset row by
 ``extras``: ``env_id`` (bound by the registered id ``pettingllm/<env_id>``), ``role``, ``seed``,
@@ -74,18 +80,21 @@ class PettingLLMTextEnv(BaseTextEnv):
     def init(self, prompt: ConversationType) -> tuple[ConversationType, dict[str, Any]]:
         turn = self.episode.reset(seed=self.seed)
         self.turns = 0
+        self._paid_before_acting = turn.reward  # paid out with the first step (init has no reward)
         return self._chat(turn), {"seed": self.seed, "role": self.role, "done": turn.done}
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
-        if self.episode.done:  # the seats ended the episode before the role could act
-            return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata={"success": self.success},
-                                         postprocessed_action=action)
-        self.turns += 1
-        turn = self.episode.act(action)
+        turn = self.episode.turn
+        assert turn is not None, "init() first"
+        reward, self._paid_before_acting = self._paid_before_acting, 0.0
+        if not self.episode.done:  # else the seats ended it before the role acted: this step reports the end
+            self.turns += 1
+            turn = self.episode.act(action)
+            reward += float(turn.reward)
         observations = [] if turn.done else self._new_messages(turn)
-        self.success = bool(turn.info.get("success", False)) if turn.done else False
+        self.success = self.episode.success(self.role)
         metadata = {"success": self.success, "returns": dict(self.episode.returns), "info": turn.info}
-        return BaseTextEnvStepOutput(observations=observations, reward=float(turn.reward), done=turn.done,
+        return BaseTextEnvStepOutput(observations=observations, reward=reward, done=turn.done,
                                      metadata=metadata, postprocessed_action=action)
 
     def _chat(self, turn: SeatTurn) -> ConversationType:
