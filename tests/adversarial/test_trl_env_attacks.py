@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from pettingllm_envs import list_envs, make
+from pettingllm_envs.policies import scripted_policy
 from trainers.integrations.trl_env import EPISODE_OVER, environment_factory
 
 ENV_ROLES = [(env_id, role) for env_id in list_envs() for role in make(env_id).possible_agents]
@@ -47,3 +48,27 @@ def test_junk_and_calls_after_the_end_never_raise(action):
     assert isinstance(env.act(action), str)
     assert env.act(action) == EPISODE_OVER
     assert env.get_reward() == env.get_reward()  # asking twice pays the same
+
+
+def test_one_model_in_both_seats_of_a_zero_sum_game_is_refused():
+    """Summed, the two tictactoe players' returns cancel the outcome: one model in both seats was paid
+    +0.4 to +0.6 for X's quickest win and +0.7 for any draw, so it was taught to draw. Refused with one
+    line; one learner against a seat is paid its own return, so winning pays more than drawing."""
+    with pytest.raises(ValueError, match="rewarded against each other"):
+        environment_factory("tictactoe_v0", ("player_x", "player_o"))
+    with pytest.raises(ValueError, match="rewarded against each other"):
+        environment_factory("textarena_v0", ("player_0", "player_1"))
+    env, oracle = environment_factory("tictactoe_v0", "player_x")(), scripted_policy("tictactoe_v0")
+    env.reset(prompt=[], index=0, split="test")
+    while not env.episode.done:  # the oracle's moves: X wins every opening
+        turn = env.episode.turn
+        env.act(oracle(turn.observation, turn.agent, turn.info))
+    assert env.get_reward() == env.episode.returns["player_x"] > 1.0  # the win's +1 is in it
+    assert env.episode.success("player_x")
+
+
+def test_several_learners_of_a_cooperative_env_still_share_one_reward():
+    env = environment_factory("math_v0", ("reasoner", "tool"))()
+    env.reset(prompt=[], index=0, split="test")
+    assert env.get_reward() == pytest.approx(sum(env.episode.returns.values()))
+

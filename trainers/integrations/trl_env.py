@@ -17,7 +17,13 @@ env id:
   learner that is the trained role's return. TRL has one scalar per rollout, so per-turn credit
   is not available there (the AT-GRPO trainer, ``pettingllm train``, has it).
 * Several learners ("one policy in several seats"): the model's tool calls act for whichever
-  learner is to move, and each tool result names the role that acts next.
+  learner is to move, and each tool result names the role that acts next. Only in an env whose
+  roles share the reward (cooperative): where they are rewarded against each other (tictactoe_v0,
+  textarena_v0) the summed return cancels the outcome (one model in both tictactoe seats was paid
+  +0.4 to +0.6 for X's quickest win and +0.7 for any draw), so :func:`environment_factory`
+  refuses several learners there; train one seat per run against a seat (a frozen copy of the
+  model: ``hf:<folder>``), or self-play both seats with ``pettingllm train``, whose groups keep
+  each role's own return.
 * A rollout whose model stops calling the tool before the episode ends (it answered in prose,
   or hit TRL's ``max_tool_calling_iterations``) is played out by ``get_reward`` as if the
   learners answered every remaining turn with an empty action, which each env refuses with its
@@ -39,7 +45,7 @@ from typing import Any
 
 from pettingllm_envs.policies import Policy
 from pettingllm_envs.registry import make
-from pettingllm_envs.seats import SeatedEpisode, SeatTurn, make_seat
+from pettingllm_envs.seats import SeatedEpisode, SeatTurn, make_seat, roles_compete
 
 #: The prompt of every row; the learner's first observation is appended to it by TRL.
 TOOL_INSTRUCTION = ("You act in the environment below only by calling the tool `act` with your action as its "
@@ -156,13 +162,16 @@ def environment_factory(
     without one. ``config`` goes to ``make(env_id, **config)``. TRL names the reward column
     after the class: ``<env_id>_env``."""
     probe = make(env_id, **config)
-    roles = list(probe.possible_agents)
+    roles, compete = list(probe.possible_agents), roles_compete(probe)
     probe.close()
     chosen = (roles[0],) if learners is None else (learners,) if isinstance(learners, str) else tuple(learners)
     unknown = [r for r in chosen if r not in roles] + [r for r in (seats or {}) if r not in roles or r in chosen]
     if unknown or not chosen:
         raise ValueError(f"learners and seated roles must be distinct roles of {env_id} ({roles}); got "
                          f"learners {list(chosen)}, seats for {list(seats or {})}")
+    if compete and len(chosen) > 1:
+        raise ValueError(f"the roles of {env_id} are rewarded against each other, so one reward for learners "
+                         f"{list(chosen)} cancels the outcome: give environment_factory one learner")
     attributes = {"env_id": env_id, "learners": chosen, "seat_specs": dict(seats or {}), "config": dict(config),
                   "default_split": split, "seed": seed, "max_tokens": max_tokens,
                   # private and static: TRL offers every public function of the class as a tool
