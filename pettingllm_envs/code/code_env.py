@@ -152,7 +152,7 @@ from pettingllm_envs.code.instructions import instructions
 from pettingllm_envs.code.judge.sandboxed.loading import clip
 from pettingllm_envs.code.judge.scheduler import judge_many
 from pettingllm_envs.code.judge.suite import Outcome
-from pettingllm_envs.code.mutants import problem_mutants, tests_worth
+from pettingllm_envs.code.mutants import failed_in_time, problem_screened, tests_worth
 from pettingllm_envs.code.tester_tests import format_tests, parse_tests, show_test
 from pettingllm_envs.code.verdict_cache import OutcomeCache
 from pettingllm_envs.code.voting import voting as voting  # its Voting capability (self-consistency)
@@ -211,7 +211,8 @@ class raw_env(TextAECEnv[CodeProblem]):
         self.kills_nothing: tuple[bool, ...] = ()  # it checks results, but every mutant of the reference passes it
         self.outcomes: tuple[Outcome | None, ...] = ()  # the code on test i; None: invalid test or no code
         self.ignored = 0  # the tester's asserts that count in the denominator only (see parse_tests)
-        # valid tests some code of this episode failed -> the hidden verdicts of the latest such code
+        # valid tests some code of this episode failed -> the best hidden verdicts of the codes that
+        # failed it, with the hidden tests every mutant passes: passing beyond them is a fix
         self.caught: dict[Test, tuple[bool, ...]] = {}
 
     # --------------------------------------------------------------- running
@@ -226,12 +227,17 @@ class raw_env(TextAECEnv[CodeProblem]):
     def catch(self, tests: Sequence[Test]) -> None:
         """Record that the current code fails ``tests`` (rebinding ``caught``: copies share it)."""
         if tests:
-            verdicts = tuple(o.passed for o in self.hidden)
-            self.caught = {**self.caught, **dict.fromkeys(tests, verdicts)}
+            cfg = self.config
+            trivial = problem_screened(self.instance, memory_mb=cfg.memory_mb, workers=cfg.workers).trivial
+            best = {test: tuple(o.passed or t for o, t in zip(self.hidden, self.caught.get(test, trivial), strict=True))
+                    for test in tests}
+            self.caught = {**self.caught, **best}
 
     def really_passes(self, test: Test, outcome: Outcome | None) -> bool:
         """The current code passes ``test`` and, if some code failed it before, it does not
-        only match the test's literal cases: it passes a hidden test that code failed."""
+        only match the test's literal cases: it passes a hidden test that every code that
+        failed it failed, and that not every mutant passes (so a first code that fails every
+        hidden test does not make a lookup table of the shown cases a fix)."""
         if outcome is None or not outcome.passed:
             return False
         before = self.caught.get(test)
@@ -288,11 +294,11 @@ class raw_env(TextAECEnv[CodeProblem]):
         results = self.run(jobs, perturbed=tests if problem.style == "function" else ())
         reference, on_code, on_perturbed = results[:n], results[n: len(jobs)], results[len(jobs):]
         passes = tuple(o.passed for o in reference)
-        checks = tuple(not o.passed for o in on_perturbed) if on_perturbed else (True,) * n
+        checks = tuple(failed_in_time(o, r, cfg.test_timeout) for o, r in zip(on_perturbed, reference, strict=True)
+                       ) if on_perturbed else (True,) * n
         checking = [p and c for p, c in zip(passes, checks, strict=True)]
-        # A mutant that loops on a test's input fails it either way: no need to wait the full limit.
-        worth = tests_worth(problem_mutants(problem, memory_mb=cfg.memory_mb, workers=cfg.workers), tests, checking,
-                            lambda jobs: self.run(jobs, timeout=min(cfg.test_timeout, 1.0)))
+        mutants = problem_screened(problem, memory_mb=cfg.memory_mb, workers=cfg.workers).sources
+        worth = tests_worth(problem, mutants, tests, reference, checking, cfg.test_timeout, self.run)
         valid = tuple(w > 0 for w in worth)
         if self.code is None:
             outcomes: tuple[Outcome | None, ...] = (None,) * n

@@ -1,6 +1,7 @@
 """Verdicts of ``code_v0`` judged once per env family: a bounded, thread-safe LRU of
-:class:`~pettingllm_envs.code.judge.suite.Outcome` keyed by (problem, code, test, perturbed), in
-front of :func:`~pettingllm_envs.code.judge.scheduler.judge_jobs`.
+:class:`~pettingllm_envs.code.judge.suite.Outcome` keyed by everything a verdict depends on
+(problem, code, test, perturbed, time limit, memory limit, reason length), in front of
+:func:`~pettingllm_envs.code.judge.scheduler.judge_jobs`.
 
 An env and all its deep copies share one cache, so AT-GRPO's branches that write the same
 code (or the same tests) do not rerun it in the sandbox. A verdict depends only on its key
@@ -25,8 +26,9 @@ from pettingllm_envs.core.process_shared import reduce_to_key
 
 __all__ = ["CacheKey", "OutcomeCache"]
 
-#: What the cache is keyed by: (problem id, code, test, perturbed results).
-CacheKey = tuple[str, str, Test, bool]
+#: What the cache is keyed by: (problem id, code, test, perturbed results, (time limit, memory
+#: limit, shown_chars)): a verdict judged under other limits is another verdict.
+CacheKey = tuple[str, str, Test, bool, tuple[float, int, int]]
 
 
 class OutcomeCache:
@@ -64,10 +66,11 @@ class OutcomeCache:
         ``perturbed`` tests with every result it returns perturbed; cached verdicts are
         reused, the rest (deduplicated) run in one batch."""
         wanted = [(code, test, False) for code, test in jobs] + [(problem.reference, t, True) for t in perturbed]
-        keys: list[CacheKey] = [(problem.problem_id, code, test, flag) for code, test, flag in wanted]
+        limits = (timeout, memory_mb, shown_chars)
+        keys: list[CacheKey] = [(problem.problem_id, code, test, flag, limits) for code, test, flag in wanted]
         known = {key: self.get(key) for key in keys}
         missing = [key for key, outcome in known.items() if outcome is None]
-        outcomes = judge_jobs(problem, [(code, test, flag) for _, code, test, flag in missing],
+        outcomes = judge_jobs(problem, [(code, test, flag) for _, code, test, flag, _ in missing],
                               timeout=timeout, memory_mb=memory_mb, workers=workers, shown_chars=shown_chars)
         for key, outcome in zip(missing, outcomes, strict=True):
             known[key] = outcome

@@ -86,12 +86,12 @@ def read_verdicts(result: ExecutionResult, token: str, count: int, limit: int) -
         try:
             verdicts = json.loads(body)["verdicts"]
             if len(verdicts) == count:
-                return [None if v is None else Outcome(bool(v[0]), "" if v[0] else clip(str(v[1]), limit))
-                        for v in verdicts]
+                return [None if v is None else Outcome(bool(v[0]), "" if v[0] else clip(str(v[1]), limit),
+                                                       bool(v[2]), float(v[3])) for v in verdicts]
         except (ValueError, TypeError, KeyError, IndexError):
             pass
     if result.timed_out:
         why = "the run timed out"
     else:
         why = f"the judge stopped before its verdict ({result.stop_reason or f'exit code {result.returncode}'})"
-    return [Outcome(False, clip(f"{why}:\n{error_tail(result.stderr, limit)}", limit))] * count
+    return [Outcome(False, clip(f"{why}:\n{error_tail(result.stderr, limit)}", limit), result.timed_out)] * count

@@ -5,7 +5,7 @@ pair), with :func:`error_tail`, the reason given when a run ended without a verd
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pettingllm_envs.code.datasets import CodeProblem, Test
@@ -20,6 +20,10 @@ class Outcome:
     reason: str = ""
     """Why it failed (the exception and the function's latest calls, a wrong answer, a
     timeout); empty when it passed. Bounded by ``shown_chars``."""
+    timed_out: bool = False
+    """It failed because it ran past its time limit (or its run did)."""
+    seconds: float = field(default=0.0, compare=False)
+    """Wall-clock seconds the test ran in a driver run (0 where it was not measured)."""
 
 
 @dataclass(frozen=True)

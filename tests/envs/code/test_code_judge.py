@@ -69,7 +69,8 @@ def test_failure_reasons_explain_what_went_wrong():
     assert "AssertionError" in wrong.reason and "add(2, 2) returned 0" in wrong.reason
     assert "timed out" in loop.reason
     assert "failed to load: SyntaxError" in syntax.reason and "line 2 of the code" in syntax.reason
-    assert "ValueError: nope (line 2 of the code)" in raises.reason
+    # no line: a tester's test reads exception messages, and a line depends on how a program is printed
+    assert "ValueError: nope" in raises.reason and "line" not in raises.reason
     stdio = builtin_stdio().problems[0]
     (answer,) = judge_many(stdio, [("print(42)", IOTest("1\n5\n", "5\n"))])
     assert not answer.passed and "expected '5\\n', got '42\\n'" in answer.reason

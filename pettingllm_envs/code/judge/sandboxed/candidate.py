@@ -11,7 +11,7 @@ import os
 import socket
 from typing import Any
 
-from .loading import code_line, load_candidate, read_frame
+from .loading import load_candidate, read_frame
 from .wire import Unsupported, encode, from_wire, perturb, receive_message, send_message, to_wire
 
 
@@ -44,7 +44,7 @@ def answer(function: Any, call: Any, perturbed: bool) -> list[Any]:
     except Unsupported as error:
         reply = ["unsupported", str(error)]
     except BaseException as error:
-        reply = ["raise", type(error).__name__, str(error)[:2000] + code_line(error.__traceback__, "solution.py")]
+        reply = ["raise", type(error).__name__, str(error)[:2000]]
     try:
         encode(reply)
     except (ValueError, RecursionError):

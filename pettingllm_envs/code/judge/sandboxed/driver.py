@@ -64,7 +64,7 @@ PR_SET_DUMPABLE, PR_GET_DUMPABLE = 4, 3
 
 
 def run_tests(channel: Channel, spec: dict[str, Any]) -> list[list[Any] | None]:
-    """Each test's ``[passed, reason]``; None for the tests after one that left the
+    """Each test's ``[passed, reason, timed out, seconds]``; None for the tests after one that left the
     candidate broken (crashed, hung, malformed), and for all of them when the prefetch
     failed: the host runs those again with a fresh candidate (and no prefetch), so that
     one test's crash fails only that test."""
@@ -100,13 +100,13 @@ def run_tests(channel: Channel, spec: dict[str, Any]) -> list[list[Any] | None]:
     verdicts: list[list[Any] | None] = []
     for compiled, why in tests:
         if channel.load_error is not None or compiled is None:
-            verdicts.append([False, channel.load_error or clip(f"the test does not compile: {why}", limit)])
+            verdicts.append([False, channel.load_error or clip(f"the test does not compile: {why}", limit), False, 0.0])
             continue
         if channel.sock is None:
             verdicts.append(None)
             continue
         channel.calls, channel.spoiled = [], None
-        reason = ""
+        reason, timed_out, started = "", False, time.monotonic()
         armed[0] = True
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
@@ -115,7 +115,7 @@ def run_tests(channel: Channel, spec: dict[str, Any]) -> list[list[Any] | None]:
             namespace[entry_point] = candidate
             exec(marshal.loads(bytes.fromhex(compiled)), namespace)
         except TestTimeout:
-            reason = f"timed out after {timeout:g} s"
+            reason, timed_out = f"timed out after {timeout:g} s", True
             channel.broken = reason
             channel.stop()
         except (Broken, Spoiled) as error:
@@ -127,7 +127,7 @@ def run_tests(channel: Channel, spec: dict[str, Any]) -> list[list[Any] | None]:
             signal.setitimer(signal.ITIMER_REAL, 0)
         if not reason:  # a test that swallowed the failure still fails
             reason = channel.spoiled or ("" if channel.sock is not None else channel.broken or "the process is gone")
-        verdicts.append([not reason, clip(reason, limit)])
+        verdicts.append([not reason, clip(reason, limit), timed_out, time.monotonic() - started])
     return verdicts
 
 

@@ -1,6 +1,10 @@
 """What both sandbox programs of code_v0's judge start with: reading a stdin frame with
-unbuffered reads, loading the code under test as module ``solution``, and the helpers of
-their failure messages (:func:`clip`, :func:`code_line`).
+unbuffered reads, loading the code under test as module ``solution``, and :func:`clip` for
+their failure messages.
+
+Failure messages carry no line number: a line depends on how a program is printed, and a
+tester's test, which reads the messages of the exceptions the function raises, must not tell
+the reference from its mutants or the coder's code by anything but their results.
 
 A frame is a :data:`FRAME_DIGITS`-digit ASCII length and that many bytes of ASCII JSON.
 """
@@ -12,7 +16,6 @@ import json
 import marshal
 import os
 import sys
-import traceback
 import types
 from typing import Any
 
@@ -40,12 +43,6 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 15)] + " [... cut ...]"
 
 
-def code_line(tb: Any, filename: str) -> str:
-    """`` (line N of your code)`` for the deepest frame of the code under test, if any."""
-    frames = [f for f in traceback.extract_tb(tb) if f.filename == filename]
-    return f" (line {frames[-1].lineno} of the code)" if frames else ""
-
-
 def load_candidate(spec: dict[str, Any]) -> tuple[Any, list[str]]:
     """Run the preamble and the code as module ``solution``: the function and
     ``["loaded"]``, or None and ``["failed", why]``."""
@@ -60,4 +57,4 @@ def load_candidate(spec: dict[str, Any]) -> tuple[Any, list[str]]:
             raise NameError(f"the code does not define the function {spec['entry_point']!r}")
         return function, ["loaded"]
     except BaseException as error:
-        return None, ["failed", f"{type(error).__name__}: {error}{code_line(error.__traceback__, 'solution.py')}"]
+        return None, ["failed", f"{type(error).__name__}: {error}"]
