@@ -23,8 +23,10 @@ take named, merged tensors through ``load_weights``; docs/integrations/generatio
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import socket
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -57,14 +59,39 @@ def default_backend() -> str:
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
-@dataclass
+@dataclass(eq=False)
 class SyncGroup:
     """A process group and the store it rendezvoused on (rank 0's store serves the others, so it
-    lives as long as the group)."""
+    lives as long as the group).
+
+    Close it (:meth:`close`) before the process ends; every group still open is closed at
+    interpreter exit anyway. A gloo group left to the interpreter's teardown is destroyed after
+    Python is gone, while its worker threads may still hold finished work that refers to Python
+    objects: the process then aborts (``terminate called without an active exception``, exit
+    -6) instead of exiting with its own status, as a receiver that refused a layout did under load."""
 
     group: Any
     store: Any
     rank: int
+
+    def __post_init__(self) -> None:
+        _OPEN_GROUPS.add(self)
+
+    def close(self) -> None:
+        """Stop the group's threads and release it (idempotent)."""
+        if self.group is not None:
+            self.group.shutdown()
+            self.group = None
+        _OPEN_GROUPS.discard(self)
+
+
+_OPEN_GROUPS: weakref.WeakSet[SyncGroup] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_groups() -> None:
+    for group in list(_OPEN_GROUPS):
+        group.close()
 
 
 def open_group(host: str, port: int, rank: int, world_size: int, *, backend: str = "gloo",
