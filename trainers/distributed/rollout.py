@@ -8,14 +8,18 @@ agent step the controller gathers every worker's live nodes, makes **one** batch
 call for all problems (the generation engines), and sends each worker the N completion
 *texts* of its nodes with the branch choices the controller drew (random selection draws in
 problem order, as locally); workers branch, score and select, and return the samples, whose
-completions the controller swaps back for the full generations (ids, log-probs). Samples,
-groups and advantages are therefore the local path's for the same seeds.
+completions the controller swaps back for the full generations (ids, log-probs). Every branch's
+continuation (:mod:`trainers.rollout.continuation`) is played the same way: the workers report
+the continuations waiting for a trained role, the controller makes one batched call of one
+completion each per role to move and sends the texts back. Samples, groups and advantages are
+therefore the local path's for the same seeds.
 
 **Failures.** Every call waits at most ``call_timeout_s``. A worker that died or did not
-answer is killed and replaced by a new actor on its bundle, which resets its problems and
-replays the selected actions the controller recorded (env steps are deterministic given the
-problem's seed and the actions: PettingZoo's ``seed_test``); the failed call is then sent
-again, so the step completes with the same samples. More than ``max_worker_restarts``
+answer is killed and replaced by a new actor on its bundle, to which the controller sends again
+every call its predecessor answered in this rollout (the reset, the expansions with their texts,
+the continuations' actions: env steps are deterministic given the problem's seed and the actions,
+PettingZoo's ``seed_test``, so its live states and continuations are the lost ones); the failed
+call is then sent again, so the step completes with the same samples. More than ``max_worker_restarts``
 replacements in one rollout fail it with :class:`~trainers.distributed.cluster.ActorFailed`.
 """
 
@@ -30,7 +34,8 @@ from pettingzoo import AECEnv
 
 from trainers.distributed.cluster import ActorFailed, Slot, get, import_ray, kill_all
 from trainers.distributed.config import DistributedConfig
-from trainers.rollout.episodes import Completion, Expansion, LocalTree, Node
+from trainers.rollout.continuation import Waiting
+from trainers.rollout.episodes import Completion, Expansion, LocalTree, Node, RolloutResult
 
 
 @dataclass(frozen=True)
@@ -73,12 +78,9 @@ class RolloutWorker:
         self.env_fn = env_fn
         self.tree: LocalTree | None = None
 
-    def start(self, problems: list[int], split: str, histories: dict[int, list[str]] | None = None) -> None:
-        """Reset the problems of a new rollout; with ``histories`` (a replacement worker), replay
-        each problem's selected actions."""
+    def start(self, problems: list[int], split: str) -> None:
+        """Reset the problems of a new rollout."""
         self.tree = LocalTree(self.env_fn, problems, split)
-        for problem, actions in (histories or {}).items():
-            self.tree.replay(problem, actions)
 
     def live(self) -> list[Node]:
         return self._tree().live()
@@ -87,8 +89,20 @@ class RolloutWorker:
         completions = [[TextCompletion(t) for t in group] for group in texts]
         return self._tree().expand(nodes, completions, chosen)
 
-    def successes(self) -> list[bool]:
-        return self._tree().successes()
+    def waiting(self) -> list[Waiting]:
+        return self._tree().waiting()
+
+    def answer(self, waiting: list[Waiting], texts: list[str]) -> None:
+        self._tree().answer(waiting, texts)
+
+    def continued(self) -> dict[tuple[int, int], float]:
+        return self._tree().continued()
+
+    def settle(self) -> RolloutResult:
+        """This worker's problems' successes and returns, and what was paid before acting."""
+        result = RolloutResult()
+        self._tree().settle(result)
+        return result
 
     def pid(self) -> int:
         import os
@@ -151,14 +165,13 @@ class RemoteTree:
         bounds = [len(self.problems) * k // count for k in range(count + 1)]
         self.shares = [self.problems[bounds[k]:bounds[k + 1]] for k in range(count)]
         self.owner = {p: k for k, share in enumerate(self.shares) for p in share}
-        self.histories: dict[int, list[str]] = {p: [] for p in self.problems}
-        """The selected action of every expanded node, per problem: what a replacement replays."""
-        self.seconds_tree = 0.0
-        self._call_all({k: ("start", (share, split)) for k, share in enumerate(self.shares)}, replay=False)
+        self.answered: dict[int, list[tuple[str, tuple[Any, ...]]]] = {k: [] for k in range(count)}
+        """Every call each worker answered in this rollout, in order: what a replacement is sent again."""
+        self._call_all({k: ("start", (share, split)) for k, share in enumerate(self.shares)})
 
-    def _call_all(self, calls: dict[int, tuple[str, tuple[Any, ...]]], *, replay: bool = True) -> dict[int, Any]:
+    def _call_all(self, calls: dict[int, tuple[str, tuple[Any, ...]]]) -> dict[int, Any]:
         """Call ``method(*args)`` on every worker ``k`` of ``calls`` at once, within one
-        deadline; a failed worker is replaced (its problems replayed) and its call sent again."""
+        deadline; a failed worker is replaced (its answered calls sent again) and its call sent again."""
         timeout = self.pool.config.call_timeout_s
         refs = {k: getattr(self.pool.workers[k], method).remote(*args) for k, (method, args) in calls.items()}
         deadline = time.monotonic() + timeout
@@ -168,19 +181,18 @@ class RemoteTree:
             try:
                 results[k] = get(ref, max(0.0, deadline - time.monotonic()), f"rollout worker {k} ({method})")
             except ActorFailed as failure:
-                results[k] = self._retry(k, method, args, failure, replay=replay)
+                results[k] = self._retry(k, method, args, failure)
+            self.answered[k].append((method, args))
         return results
 
-    def _retry(self, k: int, method: str, args: tuple[Any, ...], failure: ActorFailed, *, replay: bool) -> Any:
+    def _retry(self, k: int, method: str, args: tuple[Any, ...], failure: ActorFailed) -> Any:
         timeout = self.pool.config.call_timeout_s
         while True:
             worker = self.pool.replace(k, failure)
-            histories = {p: self.histories[p] for p in self.shares[k]} if replay else None
             try:
-                get(worker.start.remote(self.shares[k], self.split, histories), timeout,
-                    f"replacement rollout worker {k} (start)")
-                if method == "start":
-                    return None
+                for answered, answered_args in self.answered[k]:
+                    get(getattr(worker, answered).remote(*answered_args), timeout,
+                        f"replacement rollout worker {k} ({answered})")
                 return get(getattr(worker, method).remote(*args), timeout, f"replacement rollout worker {k} ({method})")
             except ActorFailed as again:
                 failure = again
@@ -204,12 +216,36 @@ class RemoteTree:
             for i, expansion in zip(indices, results[k], strict=True):
                 for sample in expansion.samples:  # the controller's full generation, not the worker's text
                     sample.completion = completions[i][sample.branch]
-                    if sample.selected:
-                        self.histories[nodes[i].problem].append(sample.completion.text)
                 expansions[i] = expansion
         return [e for e in expansions if e is not None]
 
-    def successes(self) -> list[bool]:
-        results = self._call_all({k: ("successes", ()) for k in range(len(self.shares)) if self.shares[k]})
-        by_problem = {p: s for k in sorted(results) for p, s in zip(self.shares[k], results[k], strict=True)}
-        return [by_problem[p] for p in self.problems]
+    def _workers_with_problems(self) -> list[int]:
+        return [k for k in range(len(self.shares)) if self.shares[k]]
+
+    def waiting(self) -> list[Waiting]:
+        results = self._call_all({k: ("waiting", ()) for k in self._workers_with_problems()})
+        return sorted((w for k in sorted(results) for w in results[k]), key=lambda w: (w.problem, w.branch))
+
+    def answer(self, waiting: Sequence[Waiting], texts: Sequence[str]) -> None:
+        per_worker: dict[int, tuple[list[Waiting], list[str]]] = {}
+        for where, text in zip(waiting, texts, strict=True):
+            mine, theirs = per_worker.setdefault(self.owner[where.problem], ([], []))
+            mine.append(where)
+            theirs.append(text)
+        self._call_all({k: ("answer", args) for k, args in per_worker.items()})
+
+    def continued(self) -> dict[tuple[int, int], float]:
+        results = self._call_all({k: ("continued", ()) for k in self._workers_with_problems()})
+        return {where: paid for k in sorted(results) for where, paid in results[k].items()}
+
+    def settle(self, result: RolloutResult) -> None:
+        results = self._call_all({k: ("settle", ()) for k in self._workers_with_problems()})
+        successes, returns = {}, {}
+        for k in sorted(results):
+            for p, success, problem_returns in zip(self.shares[k], results[k].successes, results[k].returns,
+                                                   strict=True):
+                successes[p], returns[p] = success, problem_returns
+            for role, amount in results[k].paid_before_acting.items():
+                result.credit_later(None, role, amount)
+        result.successes = [successes[p] for p in self.problems]
+        result.returns = [returns[p] for p in self.problems]

@@ -8,6 +8,7 @@ Tree mode, exactly as docs/design.md §4 (Zhao et al. 2025)::
         N completions ~ policy_a(obs)                  # ONE batched call for all problems
         branch_i = deepcopy(S); branch_i.step(completion_i); r_i = reward of a in branch_i
         record N samples with group key (problem, a, t)
+        every branch_i played forward to a's next turn; what it paid a is added to r_i
         S = branch_best   (argmax r_i; a random branch when selection="random")
 
 How each trap of the reference implementation is avoided, by construction:
@@ -22,12 +23,17 @@ How each trap of the reference implementation is avoided, by construction:
    contains it (:mod:`trainers.maths.advantages`).
 4. *Same-turn blindness*: agents act one at a time on the live state; the env builds a
    later agent's observation after the earlier agent's action has been applied.
+5. *Only the selected branch has a future*: what the env pays a role while others act (a
+   loss at the opponent's winning move) would reach the selected branch's sample only, and a
+   legal move that loses would rank below its junk siblings. Every branch is played forward
+   to its actor's next turn with the same policies and seats (:mod:`trainers.rollout.continuation`).
 
 Everything here goes through the PettingZoo AEC API (``agent_selection``, ``step``,
 ``rewards``, ``infos``, ``terminations``/``truncations``) plus ``deepcopy``, so any AEC env
 that deep-copies can be trained. Agents may finish at different times: as PettingZoo's
 ``agent_iter`` protocol requires, an agent that is done when selected is stepped with
-``None`` (no sample) and the episode goes on while any agent is live (:func:`advance_dead`).
+``None`` (no sample) and the episode goes on while any agent is live
+(:func:`~trainers.rollout.aec.advance_dead`).
 The sampler is any callable (the trainer passes the LLM policies); this module does not
 import torch.
 """
@@ -39,27 +45,39 @@ import random
 import time
 import typing
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from pettingzoo import AECEnv
 
-Messages = list[dict[str, str]]
+from pettingllm_envs.policies import Policy
+from trainers.rollout.aec import (
+    Advance,
+    Completion,
+    Messages,
+    Sampler,
+    acting_reward,
+    advance_dead,
+    agent_prompt,
+    bystander_credit,
+    credit,
+    episode_over,
+    episode_success,
+)
+from trainers.rollout.continuation import (
+    Continuation,
+    ContinuationCost,
+    Continuations,
+    ContinuedTree,
+    Waiting,
+    continue_branches,
+    play_seats,
+)
+
 #: Which branch continues in the tree: ``greedy`` (highest reward, first on ties, as AT-GRPO) or
 #: ``random`` (an unbiased on-policy continuation, an ablation).
 Selection = Literal["greedy", "random"]
-
-
-class Completion(Protocol):
-    """What a sampler returns per completion: at least the text (the action)."""
-
-    text: str
-
-
-#: ``sampler(agent, prompts, n)`` returns, for every prompt (a chat message list), ``n``
-#: completions. It is called once per agent step with every problem's prompt: one batch.
-Sampler = Callable[[str, Sequence[Messages], int], list[list[Completion]]]
 
 
 @dataclass
@@ -80,9 +98,9 @@ class Sample:
     reward_later: float = 0.0
     """Of ``reward``: what the env paid this sample's role after the action, while other roles
     acted, up to the role's next action or the episode's end (a loss the opponent's winning
-    move inflicts, a teammate's tests that expose this code's bugs); :func:`bystander_credit`
-    says which payments count. Only an action whose future was played (the selected branch in
-    tree mode) has any."""
+    move inflicts, a teammate's tests that expose this code's bugs);
+    :func:`~trainers.rollout.aec.bystander_credit` says which payments count. In tree mode every
+    branch's is its own continuation's (:mod:`trainers.rollout.continuation`)."""
     group: str = ""
     advantage: float = 0.0
     degenerate: bool = False
@@ -115,11 +133,15 @@ class RolloutResult:
     seconds_generate: float = 0.0
     seconds_env: float = 0.0
     seconds_tree: float = 0.0
-    """Of ``seconds_env``: the tree's own work (deep copies and branch selection)."""
+    """Of ``seconds_env``: the tree's own work (deep copies, branch selection, continuations' steps)."""
+    seconds_continuation: float = 0.0
+    """Of ``seconds_generate`` plus ``seconds_tree``: the continuations' (tree mode)."""
+    continuation_generations: int = 0
+    """Completions generated for continuations (tree mode), one per branch and trained move."""
     paid_before_acting: dict[str, float] = field(default_factory=dict)
     """Per role, summed over the rollout's episodes: what the env paid the role before its first
-    action of an episode (see :func:`bystander_credit`). No action of the role caused it, so no
-    sample carries it."""
+    action of an episode (see :func:`~trainers.rollout.aec.bystander_credit`). No action of the
+    role caused it, so no sample carries it."""
 
     def credit_later(self, latest: Sample | None, agent: str, amount: float) -> None:
         """Add ``amount``, paid to ``agent`` while others acted, to its ``latest`` sample in that
@@ -129,88 +151,6 @@ class RolloutResult:
         else:
             latest.reward += amount
             latest.reward_later += amount
-
-
-def agent_done(env: AECEnv, agent: str) -> bool:
-    return bool(env.terminations[agent] or env.truncations[agent])
-
-
-def episode_over(env: AECEnv) -> bool:
-    """True when no agent is live: everyone left, or every remaining agent is terminated or
-    truncated. The dead steps that would only remove those agents are not taken, so the final
-    ``infos`` (the success flag) stay readable."""
-    return all(agent_done(env, agent) for agent in env.agents)
-
-
-def credit(env: AECEnv, agent: str, returns: dict[str, float] | None) -> None:
-    """Add to ``returns[agent]`` what ``env.last()`` reports to ``agent`` now: its reward
-    accumulated since its previous turn (PettingZoo's ``_cumulative_rewards``). Called at
-    each of the agent's turns and once at the end, the sums are the AEC episode returns."""
-    if returns is not None:
-        returns[agent] = returns.get(agent, 0.0) + float(env._cumulative_rewards[agent])
-
-
-def advance_dead(env: AECEnv, returns: dict[str, float] | None = None) -> None:
-    """Step ``None`` for every done agent selected before the next live one (the AEC protocol:
-    a terminated or truncated agent still gets its turn, with the action ``None``, which
-    removes it). Afterwards ``agent_selection`` is live, unless the episode is over. With
-    ``returns``, the removed agents' last rewards are credited first."""
-    for _ in range(len(env.agents) + 1):
-        if episode_over(env) or not agent_done(env, env.agent_selection):
-            return
-        credit(env, env.agent_selection, returns)
-        env.step(None)
-    # every None step removes one agent, so more steps than agents means an env that never does
-    raise RuntimeError(f"the env kept selecting done agents ({env.agent_selection!r}); an AEC env removes a "
-                       "terminated or truncated agent when it is stepped with None")
-
-
-#: ``advance(env, returns, pay)`` steps every agent selected before the next one the sampler acts
-#: for, credits ``returns`` as :func:`credit` does, and calls ``pay(role, amount)`` with what those
-#: steps paid a role whose actions are sampled.
-Advance = Callable[[AECEnv, dict[str, float], Callable[[str, float], None]], None]
-
-
-def agent_prompt(env: AECEnv, agent: str) -> Messages:
-    """The chat prompt of ``agent`` now: ``infos[agent]["messages"]`` when the env provides
-    it (pettingllm envs do), else the observation as one user message."""
-    messages = env.infos.get(agent, {}).get("messages")
-    if messages:
-        return [dict(m) for m in messages]
-    return [{"role": "user", "content": str(env.observe(agent))}]
-
-
-def acting_reward(env: AECEnv, agent: str) -> tuple[float, float | None, float | None]:
-    """The reward of ``agent``'s last action in ``env`` and its global/local parts when known."""
-    last = env.infos.get(agent, {}).get("last_action")
-    if isinstance(last, dict) and "reward" in last:
-        return float(last["reward"]), last.get("reward_global"), last.get("reward_local")
-    return float(env.rewards[agent]), None, None
-
-
-def bystander_credit(env: AECEnv, actor: str) -> dict[str, float]:
-    """What the step ``actor`` just took in ``env`` paid each other role, less shared team
-    credit: ``rewards[b] - infos[b]["team_credit"]`` where non-zero.
-
-    An AEC env may pay any role at any step (a zero-sum game pays the loser at the winner's
-    move). Such a payment is the consequence of the paid role's earlier actions, so it belongs
-    in the training data of the role's latest action, as PettingZoo's ``last()`` reports it
-    there. The exception is a cooperative env's team reward, paid to every role for the
-    actor's own action: the actor's sample already carries it, and a bystander did not cause
-    it. Envs state that part as ``infos[b]["team_credit"]`` (pettingllm envs do); for any other
-    AEC env all of ``rewards[b]`` counts."""
-    paid = {}
-    for agent, reward in env.rewards.items():
-        if agent != actor:
-            amount = float(reward) - float(env.infos.get(agent, {}).get("team_credit", 0.0))
-            if amount:
-                paid[agent] = amount
-    return paid
-
-
-def episode_success(env: AECEnv) -> bool:
-    """``infos[agent]["success"]`` of any agent (docs/design.md §2)."""
-    return any(bool(info.get("success", False)) for info in env.infos.values())
 
 
 def select_branch(rewards: Sequence[float], selection: str, rng: random.Random) -> int:
@@ -246,45 +186,51 @@ class Node:
 
 @dataclass
 class Expansion:
-    """The samples of one expanded node, the new live state's selected branch among them,
-    the seconds of tree work (deep copies and selection) it took, and what the selected
-    branch's step paid the other roles (:func:`bystander_credit`)."""
+    """The samples of one expanded node, the new live state's selected branch among them, the
+    seconds of tree work it took (deep copies, selection, starting the continuations), and what
+    the live path paid the other roles from the selected action to the next trained role's turn:
+    its own step (less team credit, :func:`~trainers.rollout.aec.bystander_credit`) and the
+    seats' moves after it (all of it). :func:`drive_tree` gives a role that has not acted yet
+    this as paid before acting; a role that has acted had it valued by its own continuation."""
 
     samples: list[Sample]
     seconds_tree: float
     bystanders: dict[str, float] = field(default_factory=dict)
+    seconds_continuation: float = 0.0
+    """Of ``seconds_tree``: starting the continuations (their copies, unsampled steps)."""
 
 
-class TreeStates(Protocol):
+class TreeStates(ContinuedTree, Protocol):
     """The live states of a tree rollout's problems, wherever they are held: in this process
     (:class:`LocalTree`) or on rollout-worker actors (:mod:`trainers.distributed.rollout`).
     :func:`drive_tree` runs the algorithm against this interface, so both give the same samples."""
 
     def live(self) -> list[Node]:
-        """After stepping done agents with None (:func:`advance_dead`), one node per problem
-        that has a live agent, in problem order."""
+        """After stepping done agents with None (:func:`~trainers.rollout.aec.advance_dead`), one
+        node per problem that has a live agent, in problem order."""
         ...
 
     def expand(self, nodes: Sequence[Node], completions: Sequence[Sequence[Completion]],
                chosen: Sequence[int | None]) -> list[Expansion]:
         """Branch every node N ways (one branch per completion, all but the last a deep copy),
-        continue from branch ``chosen[k]`` or, where it is None, the first best reward; one
-        expansion per node."""
+        continue from branch ``chosen[k]`` or, where it is None, the first best reward, and start
+        every branch's continuation (:mod:`trainers.rollout.continuation`); one expansion per node."""
         ...
 
-    def successes(self) -> list[bool]:
-        """:func:`episode_success` of every problem's final state, in problem order."""
+    def settle(self, result: RolloutResult) -> None:
+        """Put every problem's episode success, every role's return along the live path, and what
+        seats paid before any trained action into ``result``."""
         ...
 
 
 def expand_node(state: AECEnv, node: Node, completions: Sequence[Completion], chosen: int | None
-                ) -> tuple[AECEnv, Expansion]:
+                ) -> tuple[list[AECEnv], int, Expansion]:
     """The N branches of ``node`` (live state ``state``): every completion applied to its own
-    branch, its reward read from that branch (trap 2); returns the branch that continues
-    (``chosen``, or the first best reward when None) and the samples.
+    branch, its reward read from that branch (trap 2); returns the branches, the index of the one
+    that continues (``chosen``, or the first best reward when None) and the samples.
 
     The first N - 1 branches are deep copies of ``state``, made before it is stepped; the last is
-    ``state`` itself. The caller replaces ``state`` with the returned branch and never reads it
+    ``state`` itself. The caller replaces ``state`` with the selected branch and never reads it
     again, and a faithful deep copy steps exactly as the original does, so one copy per node is
     saved without a change in the samples."""
     seconds_tree = 0.0
@@ -303,7 +249,7 @@ def expand_node(state: AECEnv, node: Node, completions: Sequence[Completion], ch
     best = chosen if chosen is not None else select_branch([s.reward for s in samples], "greedy", _NO_RNG)
     samples[best].selected = True
     seconds_tree += time.perf_counter() - select_start
-    return branches[best], Expansion(samples, seconds_tree, bystander_credit(branches[best], node.agent))
+    return branches, best, Expansion(samples, seconds_tree, bystander_credit(branches[best], node.agent))
 
 
 #: Greedy selection draws nothing; random choices are drawn by :func:`drive_tree`, in problem order.
@@ -312,18 +258,31 @@ _NO_RNG = random.Random(0)
 
 class LocalTree:
     """:class:`TreeStates` in this process: one live env per problem, which *is* the selected
-    branch (trap 1), and per-problem turn counters for envs that do not report turns."""
+    branch (trap 1), per-problem turn counters for envs that do not report turns, and every role's
+    return along the live path. ``seats`` roles are played by their seats, never branched
+    (:mod:`trainers.rollout.seated`)."""
 
-    def __init__(self, env_fn: Callable[[], AECEnv], problems: Sequence[int], split: str) -> None:
+    def __init__(self, env_fn: Callable[[], AECEnv], problems: Sequence[int], split: str,
+                 seats: Mapping[str, Policy] | None = None) -> None:
         self.states = {p: _reset(env_fn, p, split) for p in problems}
         self.counters: dict[int, Counter[str]] = {p: Counter() for p in problems}
+        self.seats = dict(seats or {})
+        self.returns: dict[int, dict[str, float]] = {p: {} for p in problems}
+        self.paid_before_acting: dict[str, float] = {}
+        self.continuations = Continuations(self.seats)
+        for problem, state in self.states.items():  # seats that move first, before any trained role
+            play_seats(self.seats, state, self.returns[problem], self._paid_before_acting)
+
+    def _paid_before_acting(self, role: str, amount: float) -> None:
+        self.paid_before_acting[role] = self.paid_before_acting.get(role, 0.0) + amount
 
     def live(self) -> list[Node]:
         nodes = []
         for p, state in self.states.items():
-            advance_dead(state)
+            advance_dead(state, self.returns[p])
             if not episode_over(state):
                 agent = state.agent_selection
+                credit(state, agent, self.returns[p])  # paid since its previous turn, as PettingZoo's last()
                 nodes.append(Node(p, agent, _turn_of(state, agent, self.counters[p]), agent_prompt(state, agent)))
         return nodes
 
@@ -331,37 +290,68 @@ class LocalTree:
                chosen: Sequence[int | None]) -> list[Expansion]:
         expansions = []
         for node, group, choice in zip(nodes, completions, chosen, strict=True):
-            self.states[node.problem], expansion = expand_node(self.states[node.problem], node, group, choice)
+            branches, best, expansion = expand_node(self.states[node.problem], node, group, choice)
+            self.states[node.problem] = branches[best]
             self.counters[node.problem][node.agent] += 1
+            start = time.perf_counter()
+            self._continue(node, branches, best, expansion.bystanders)
+            expansion.seconds_continuation = time.perf_counter() - start
+            expansion.seconds_tree += expansion.seconds_continuation
             expansions.append(expansion)
         return expansions
 
-    def replay(self, problem: int, actions: Sequence[str]) -> None:
-        """Bring ``problem``'s state to where the selected ``actions`` (in order) lead from its
-        reset: how a replacement rollout worker recovers the problems of one that died (env
-        steps are deterministic given the seed and the actions, PettingZoo's ``seed_test``)."""
-        state = self.states[problem]
-        for action in actions:
-            advance_dead(state)
-            self.counters[problem][state.agent_selection] += 1
-            state.step(action)
+    def _continue(self, node: Node, branches: list[AECEnv], best: int, bystanders: dict[str, float]) -> None:
+        """Start every branch's continuation: the seats move on the live state for real (what they
+        pay the actor is the selected branch's), the rest of its continuation runs on a copy."""
+        live = branches[best]
+        selected = Continuation(live, node.agent)
 
-    def successes(self) -> list[bool]:
-        return [episode_success(state) for state in self.states.values()]
+        def pay(role: str, amount: float) -> None:
+            if role == node.agent:
+                selected.paid += amount
+            else:
+                bystanders[role] = bystanders.get(role, 0.0) + amount
+        play_seats(self.seats, live, self.returns[node.problem], pay)
+        if not selected.over():
+            selected.env = copy.deepcopy(live)
+        self.continuations.start(node.problem, best, selected)
+        for i, branch in enumerate(branches):
+            if i != best:
+                self.continuations.start(node.problem, i, Continuation(branch, node.agent))
+
+    def waiting(self) -> list[Waiting]:
+        return self.continuations.waiting()
+
+    def answer(self, waiting: Sequence[Waiting], texts: Sequence[str]) -> None:
+        self.continuations.answer(waiting, texts)
+
+    def continued(self) -> dict[tuple[int, int], float]:
+        return self.continuations.take()
+
+    def settle(self, result: RolloutResult) -> None:
+        for problem, state in self.states.items():  # rewards still pending for the agents left at the end
+            for agent in state.agents:
+                credit(state, agent, self.returns[problem])
+        result.successes = [episode_success(state) for state in self.states.values()]
+        result.returns = [self.returns[p] for p in self.states]
+        for role, amount in self.paid_before_acting.items():
+            result.credit_later(None, role, amount)
 
 
 def drive_tree(tree: TreeStates, n: int, sampler: Sampler, *, selection: Selection = "greedy",
-               rng: random.Random | None = None, max_steps: int = 10_000) -> RolloutResult:
+               rng: random.Random | None = None, max_steps: int = 10_000,
+               continuation_sampler: Sampler | None = None) -> RolloutResult:
     """The tree rollout's loop over ``tree`` (see the module docstring): at every agent step,
-    one batched sampler call with every live problem's prompt, then every node expanded.
-    Random selection draws its choices here, one per node in problem order, so where the
-    states live does not change them. More than ``max_steps`` agent steps means an env that
-    never ends: an error, not a hang."""
+    one batched sampler call with every live problem's prompt, then every node expanded and every
+    branch played forward (:func:`~trainers.rollout.continuation.continue_branches`, with
+    ``continuation_sampler``, by default ``sampler``: the same policies). Random selection draws
+    its choices here, one per node in problem order, so where the states live does not change
+    them. More than ``max_steps`` agent steps means an env that never ends: an error, not a hang."""
     if selection not in typing.get_args(Selection):
         raise ValueError(f"selection must be one of {typing.get_args(Selection)}, got {selection!r}")
     rng = rng or random.Random(0)
     result = RolloutResult()
-    latest: dict[tuple[int, str], Sample] = {}  # each role's latest selected sample, per problem
+    acted: set[tuple[int, str]] = set()  # (problem, role) of every role that has acted
     for _ in range(max_steps + 1):
         nodes = tree.live()
         if not nodes:
@@ -378,18 +368,39 @@ def drive_tree(tree: TreeStates, n: int, sampler: Sampler, *, selection: Selecti
                     raise ValueError(f"the sampler returned {len(group)} completions, expected {n}")
             chosen = [rng.randrange(n) if selection == "random" else None for _ in agent_nodes]
             start = time.perf_counter()
-            for node, expansion in zip(agent_nodes, tree.expand(agent_nodes, completions, chosen), strict=True):
-                result.samples.extend(expansion.samples)
-                result.seconds_tree += expansion.seconds_tree
-                latest[node.problem, agent] = next(s for s in expansion.samples if s.selected)
-                for role, amount in expansion.bystanders.items():
-                    result.credit_later(latest.get((node.problem, role)), role, amount)
+            expansions = tree.expand(agent_nodes, completions, chosen)
             result.seconds_env += time.perf_counter() - start
+            _continue_and_credit(tree, agent_nodes, expansions, continuation_sampler or sampler, result, acted)
     else:
         raise RuntimeError(f"episodes did not end within max_steps={max_steps} agent steps")
-    result.successes = tree.successes()
+    tree.settle(result)
     result.success_metric = "tree/success_rate"
     return result
+
+
+def _continue_and_credit(tree: TreeStates, nodes: Sequence[Node], expansions: Sequence[Expansion],
+                         sampler: Sampler, result: RolloutResult, acted: set[tuple[int, str]]) -> None:
+    """Play the expansions' branches forward and add what each paid its actor to its sample; what
+    the live path paid a role before its first action goes to ``result.paid_before_acting``."""
+    cost = ContinuationCost()
+    paid = continue_branches(tree, sampler, cost)
+    result.seconds_generate += cost.seconds_generate
+    result.seconds_env += cost.seconds_env
+    result.seconds_tree += cost.seconds_env
+    result.seconds_continuation += cost.seconds_generate + cost.seconds_env
+    result.continuation_generations += cost.generations
+    for node, expansion in zip(nodes, expansions, strict=True):
+        result.samples.extend(expansion.samples)
+        result.seconds_tree += expansion.seconds_tree
+        result.seconds_continuation += expansion.seconds_continuation
+        for sample in expansion.samples:
+            amount = paid[sample.problem, sample.branch]
+            sample.reward += amount
+            sample.reward_later += amount
+        acted.add((node.problem, node.agent))
+        for role, amount in expansion.bystanders.items():
+            if (node.problem, role) not in acted:
+                result.credit_later(None, role, amount)
 
 
 def tree_rollout(
@@ -402,10 +413,11 @@ def tree_rollout(
     selection: Selection = "greedy",
     rng: random.Random | None = None,
     max_steps: int = 10_000,
+    continuation_sampler: Sampler | None = None,
 ) -> RolloutResult:
     """AT-GRPO's tree rollout of every problem in this process (see the module docstring)."""
     return drive_tree(LocalTree(env_fn, problems, split), n, sampler, selection=selection, rng=rng,
-                      max_steps=max_steps)
+                      max_steps=max_steps, continuation_sampler=continuation_sampler)
 
 
 def independent_rollout(

@@ -7,18 +7,25 @@ opponent. The rollouts act for a seated role through its seat and record no samp
 
 * **independent** rollouts play the seats with :func:`play_seats`, the ``advance`` hook of
   :func:`trainers.rollout.episodes.independent_rollout`;
-* **tree** rollouts use :class:`SeatedTree` (:func:`seated_tree_rollout`): a seat's turn is
-  *not branched*. After every expansion the seats act once each on the selected branch,
-  which stays the live state, until a trained role is to move. There is nothing to choose
-  between at a seat's turn: no sample of it is trained.
+* **tree** rollouts (:func:`seated_tree_rollout`, a :class:`~trainers.rollout.episodes.LocalTree`
+  with seats): a seat's turn is *not branched*. After every expansion the seats act once each on
+  the selected branch, which stays the live state, until a trained role is to move. There is
+  nothing to choose between at a seat's turn: no sample of it is trained. So that every branch of
+  a trained role's group is valued on the same footing, the seats also play every *sibling*
+  branch forward to that role's next turn (:mod:`trainers.rollout.continuation`): a seat makes
+  one move per turn on the live path plus one per sibling, and what those moves pay the trained
+  role reaches the sibling's sample as the live path's reaches the selected one's.
 
 Credit. A seat is part of the environment from the trained roles' point of view: whatever a
 seat's move pays a trained role, shared team credit included, goes to that role's latest
 sample (``Sample.reward_later``), or to ``paid_before_acting`` before its first action. (Team
 credit that a *trained* actor's move pays a trained bystander stays out of the bystander's
-sample, :func:`trainers.rollout.episodes.bystander_credit`, because the actor's sample carries
+sample, :func:`trainers.rollout.aec.bystander_credit`, because the actor's sample carries
 it; a seat has no sample to carry it.) So every trained role's samples, plus what it was paid
-before its first action, sum to everything the env paid it. The returns of every role, the
+before its first action, sum to everything the env paid it: exactly in independent rollouts and
+in tree rollouts where only seats move between the role's turns (its selected branch's
+continuation *is* the live path); where another trained role moves in between, the selected
+sample carries its own continuation's payments and the live path's reach the returns. The returns of every role, the
 seated ones included, are kept per episode (``RolloutResult.returns``), so a run logs
 "trained coder vs scripted tester".
 """
@@ -33,98 +40,21 @@ from pettingzoo import AECEnv
 
 from pettingllm_envs.policies import Policy
 from pettingllm_envs.seats import make_seat
-from trainers.rollout.episodes import (
-    Advance,
-    Completion,
-    Expansion,
-    LocalTree,
-    Node,
-    RolloutResult,
-    Sampler,
-    Selection,
-    advance_dead,
-    credit,
-    drive_tree,
-    episode_over,
-)
+from trainers.rollout.aec import Advance, Sampler
+from trainers.rollout.continuation import play_seats
+from trainers.rollout.episodes import LocalTree, RolloutResult, Selection, drive_tree
 
 #: Seat specs that :func:`make_seat` builds cheaply and that draw from a seed: rebuilt for every
 #: rollout from that rollout's seed, so a resumed run plays the same seat moves as an uninterrupted one.
 SEEDED_SPECS = ("scripted", "random")
 
 
-def play_seats(seats: Mapping[str, Policy], env: AECEnv, returns: dict[str, float] | None,
-               pay: Callable[[str, float], None], max_steps: int = 10_000) -> None:
-    """Step every agent selected before the next live trained one: done agents with None
-    (:func:`~trainers.rollout.episodes.advance_dead`), seated ones with their seat's action.
-    ``returns`` is credited as :func:`~trainers.rollout.episodes.credit` does; ``pay(role,
-    amount)`` receives, per seat move, everything it paid each trained role (see the module
-    docstring). More than ``max_steps`` seat moves in a row means an env that never ends."""
-    for _ in range(max_steps + 1):
-        advance_dead(env, returns)
-        agent = env.agent_selection
-        if episode_over(env) or agent not in seats:
-            return
-        credit(env, agent, returns)
-        observation, _, _, _, info = env.last()
-        env.step(seats[agent](observation, agent, info))
-        for role, reward in env.rewards.items():
-            if role not in seats and reward:
-                pay(role, float(reward))
-    raise RuntimeError(f"the seats made more than max_steps={max_steps} moves in a row without the episode ending")
-
-
-class SeatedTree(LocalTree):
-    """:class:`~trainers.rollout.episodes.LocalTree` whose ``seats`` roles are played on the
-    live state, unbranched (see the module docstring). ``returns`` holds every role's return
-    per problem along the live path; ``paid_before_acting`` what seat moves paid trained roles
-    before their first action."""
-
-    def __init__(self, env_fn: Callable[[], AECEnv], problems: Sequence[int], split: str,
-                 seats: Mapping[str, Policy]) -> None:
-        super().__init__(env_fn, problems, split)
-        self.seats = dict(seats)
-        self.returns: dict[int, dict[str, float]] = {p: {} for p in problems}
-        self.paid_before_acting: dict[str, float] = {}
-        for problem, state in self.states.items():  # seats that move first, before any trained role
-            play_seats(self.seats, state, self.returns[problem], self._paid_before_acting)
-
-    def _paid_before_acting(self, role: str, amount: float) -> None:
-        self.paid_before_acting[role] = self.paid_before_acting.get(role, 0.0) + amount
-
-    def live(self) -> list[Node]:
-        nodes = super().live()
-        for node in nodes:  # what the trained role was paid since its previous turn, as PettingZoo's last()
-            credit(self.states[node.problem], node.agent, self.returns[node.problem])
-        return nodes
-
-    def expand(self, nodes: Sequence[Node], completions: Sequence[Sequence[Completion]],
-               chosen: Sequence[int | None]) -> list[Expansion]:
-        expansions = super().expand(nodes, completions, chosen)
-        for node, expansion in zip(nodes, expansions, strict=True):
-            def pay(role: str, amount: float, bystanders: dict[str, float] = expansion.bystanders) -> None:
-                bystanders[role] = bystanders.get(role, 0.0) + amount  # drive_tree credits the role's latest sample
-            play_seats(self.seats, self.states[node.problem], self.returns[node.problem], pay)
-        return expansions
-
-    def settle(self, result: RolloutResult) -> None:
-        """Put the finished episodes' returns and the payments before acting into ``result``."""
-        for problem, state in self.states.items():  # rewards still pending for the agents left at the end
-            for agent in state.agents:
-                credit(state, agent, self.returns[problem])
-        result.returns = [self.returns[p] for p in self.states]
-        for role, amount in self.paid_before_acting.items():
-            result.credit_later(None, role, amount)
-
-
 def seated_tree_rollout(env_fn: Callable[[], AECEnv], problems: Sequence[int], n: int, sampler: Sampler,
                         seats: Mapping[str, Policy], *, split: str = "train", selection: Selection = "greedy",
                         rng: random.Random | None = None, max_steps: int = 10_000) -> RolloutResult:
     """AT-GRPO's tree rollout with the ``seats`` roles played by their seats (module docstring)."""
-    tree = SeatedTree(env_fn, problems, split, seats)
-    result = drive_tree(tree, n, sampler, selection=selection, rng=rng, max_steps=max_steps)
-    tree.settle(result)
-    return result
+    return drive_tree(LocalTree(env_fn, problems, split, seats), n, sampler, selection=selection, rng=rng,
+                      max_steps=max_steps)
 
 
 def check_seats(seats: Mapping[str, str], roles: Sequence[str], policy_map: Mapping[str, str]) -> None:

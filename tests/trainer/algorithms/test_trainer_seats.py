@@ -1,7 +1,8 @@
 """Trainer seats: the roles named in ``seats`` are played by seats, the others train.
 
 * rollouts (every registered env, each role seated in turn, tree and independent): the seated
-  role gets no sample, its seat moves once per turn (never branched), and the trained role's
+  role gets no sample, its seat moves once per turn on the live path (never branched) and, in
+  tree mode, once per turn in every sibling branch's continuation, and the trained role's
   samples plus what it was paid before its first action sum to everything the env paid it,
   the seat's moves included; every role's episode return is kept;
 * training (the tiny model on the toy env, two steps): only the trained role has a policy,
@@ -35,11 +36,11 @@ class Text:
 def reference_episode(env_id: str, problem: int, seated: str):
     """One episode on the env itself: ``seated`` played by the oracle, the other roles by the
     oracle with junk now and then. Returns the trained roles' actions in order, the seat's
-    number of moves and what the env paid each role."""
+    number of moves (all, and those before any trained action) and what the env paid each role."""
     oracle, rng = scripted_policy(env_id), random.Random(problem)
     env = pettingllm_envs.make(env_id)
     env.reset(seed=problem, options={"split": "train"})
-    actions, seat_moves, paid = [], 0, defaultdict(float)
+    actions, seat_moves, opening_moves, paid = [], 0, 0, defaultdict(float)
     while True:
         advance_dead(env)
         if episode_over(env):
@@ -48,6 +49,7 @@ def reference_episode(env_id: str, problem: int, seated: str):
         text = oracle(env.observe(agent), agent, env.infos[agent])
         if agent == seated:
             seat_moves += 1
+            opening_moves += not actions
         elif rng.random() < 0.3:
             text = rng.choice(JUNK)
         if agent != seated:
@@ -55,7 +57,7 @@ def reference_episode(env_id: str, problem: int, seated: str):
         env.step(text)
         for role, reward in env.rewards.items():
             paid[role] += reward
-    return actions, seat_moves, dict(paid)
+    return actions, seat_moves, opening_moves, dict(paid)
 
 
 class Replay:
@@ -89,7 +91,7 @@ class CountingSeat:
 def test_the_trained_roles_samples_carry_all_the_env_paid_them_and_the_seat_gets_none(env_id, seated_index, mode):
     problem = 2
     seated = pettingllm_envs.make(env_id).possible_agents[seated_index]
-    actions, seat_moves, paid = reference_episode(env_id, problem, seated)
+    actions, seat_moves, opening_moves, paid = reference_episode(env_id, problem, seated)
     seat = CountingSeat(env_id)
     make = lambda: pettingllm_envs.make(env_id)  # noqa: E731
     n = 2 if mode == "tree" else 1
@@ -100,7 +102,9 @@ def test_the_trained_roles_samples_carry_all_the_env_paid_them_and_the_seat_gets
                                      advance=TrainerSeats({seated: seat}, env_id, max_tokens=8).advance(0))
     assert all(s.agent != seated for s in result.samples)
     assert len(result.samples) == len(actions) * n  # the trained actions branch n ways
-    assert seat.moves == seat_moves  # the seat acts once per turn: never branched
+    # once per turn on the live path (never branched); in tree mode the n - 1 siblings of a
+    # trained node (copies of the selected branch here) play the seat's following moves too
+    assert seat.moves == seat_moves + (n - 1) * (seat_moves - opening_moves)
     carried = defaultdict(float, result.paid_before_acting)
     for s in result.samples:
         if s.selected:

@@ -89,6 +89,7 @@ class Replay:
         for agent, text in actions:
             self.queues[agent].append(text)
         self.calls: dict[str, int] = defaultdict(int)
+        self.ahead: dict[str, int] = defaultdict(int)  # continuation calls since the last node's
         self.branches = branches or {}
 
     def next(self, agent: str) -> tuple[int, str]:
@@ -98,8 +99,19 @@ class Replay:
 
     def __call__(self, agent, prompts, n):
         assert len(prompts) == 1
+        self.ahead.clear()
         k, text = self.next(agent)
         return [[Text(t) for t in self.branches.get((agent, k), [text] * n)]]
+
+    def continuation(self, agent, prompts, n):
+        """A tree branch's continuation: the actions the live path plays next (an agent that acts
+        again in the continuation, a retry, takes its following recorded action; past the recording
+        its last one)."""
+        assert n == 1
+        queue = self.queues[agent]
+        text = queue[min(self.calls[agent] + self.ahead[agent], len(queue) - 1)]
+        self.ahead[agent] += 1
+        return [[Text(text)] for _ in prompts]
 
     def hierarchical(self, agent, prompts, keys):
         assert len(prompts) == 1
@@ -122,14 +134,18 @@ def test_what_the_env_paid_each_role_is_what_its_samples_carry(env_id, mode):
     problem = 3
     episode = play(env_id, problem, mixed_policy(env_id, seed=problem))
     make = lambda: pettingllm_envs.make(env_id)  # noqa: E731
-    if mode == "tree":
-        result = tree_rollout(make, [problem], 2, Replay(episode.actions))
+    replay = Replay(episode.actions)
+    if mode == "tree":  # every branch's continuation plays what the live path plays
+        result = tree_rollout(make, [problem], 2, replay, continuation_sampler=replay.continuation)
     else:
-        result = independent_rollout(make, [problem], 1, Replay(episode.actions))
+        result = independent_rollout(make, [problem], 1, replay)
     assert len(result.samples) == len(episode.actions) * (2 if mode == "tree" else 1)
     totals = carried(result, selected_only=True)
     for role, paid in episode.paid.items():
         assert totals[role] + episode.team_credit[role] == pytest.approx(paid, abs=1e-9), role
+    (returns,) = {tuple(sorted(r.items())) for r in result.returns}  # every payment of the live path
+    assert dict(returns) == pytest.approx({role: episode.paid.get(role, 0.0) for role in dict(returns)}, abs=1e-9)
+    assert set(episode.paid) <= set(dict(returns))
 
 
 @pytest.mark.parametrize("env_id", pettingllm_envs.list_envs())
@@ -292,11 +308,14 @@ def test_a_losing_move_is_charged_the_loss_in_every_competitive_env(env_id, conf
     assert lost.text == fork.lose and kept.text == fork.safe
     assert lost.reward_later < 0 and lost.reward < kept.reward
 
-    # tree: both moves are branches of one node; the first of equal immediate rewards continues,
-    # the opponent wins, and the loss lands on the losing branch's sample only
+    # tree: both moves are branches of one node; the first of equal immediate rewards continues.
+    # Both branches are played forward with the opponent's move (its winning reply): the loss
+    # lands on the losing branch's sample, and the safe branch's continuation charges it no loss
     actions = continue_play(env_id, config, fork, fork.lose, moves)
-    tree = tree_rollout(make, [fork.problem], 2, Replay(actions, {(fork.player, k): [fork.lose, fork.safe]}))
+    replay = Replay(actions, {(fork.player, k): [fork.lose, fork.safe]})
+    tree = tree_rollout(make, [fork.problem], 2, replay, continuation_sampler=replay.continuation)
     lost, kept = fork_sample(tree, 0, n=2), fork_sample(tree, 1, n=2)
     assert (lost.text, kept.text) == (fork.lose, fork.safe) and lost.selected
-    assert lost.reward - lost.reward_later == pytest.approx(kept.reward)  # equal immediate rewards
+    assert lost.reward - lost.reward_later == pytest.approx(kept.reward - kept.reward_later)  # equal immediate
+    assert lost.reward_later < 0 and kept.reward_later >= 0
     assert lost.reward < kept.reward

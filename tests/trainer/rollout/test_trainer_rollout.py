@@ -112,10 +112,14 @@ def test_trap3_groups_never_mix_problems_and_share_one_prompt(toy):
 
 
 def test_one_batched_call_per_agent_step_with_every_problem(toy):
+    """One call of N completions per agent step with every problem's prompt, and before it one
+    call of one completion per branch of the previous step (3 problems x 4 branches): the other
+    role's move in every branch's continuation. The last step ends the episodes: nothing to continue."""
     sampler = ScriptedSampler({"first": ["1"] * 4, "second": ["a"] * 4})
     tree_rollout(toy(max_turns=2), [0, 1, 2], 4, sampler)
     assert [(agent, len(prompts), n) for agent, prompts, n in sampler.calls] == [
-        ("first", 3, 4), ("second", 3, 4), ("first", 3, 4), ("second", 3, 4)]
+        ("first", 3, 4), ("second", 12, 1), ("second", 3, 4), ("first", 12, 1), ("first", 3, 4), ("second", 12, 1),
+        ("second", 3, 4)]
 
 
 def test_trap4_planner_sees_the_tool_program_of_the_same_turn():

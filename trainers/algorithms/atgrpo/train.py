@@ -234,8 +234,9 @@ class Trainer:
         metrics: dict[str, float] = {"step": self.step}
         metrics.update(reward_metrics(samples, result.successes, result.success_metric))
         metrics.update(group_metrics(stats.groups, stats.degenerate))
-        if self.seats is not None:  # every role's return, the seated ones' included
-            metrics.update(return_metrics(result.returns, self.roles))
+        # every role's return along the played episodes, the seated ones' included: in tree mode the
+        # live path's payments reach these, while each sample carries its own branch's continuation
+        metrics.update(return_metrics(result.returns, self.roles))
         metrics.update(update_metrics(update_stats))
         metrics.update({
             "tokens": sum(len(s.completion.completion_ids) for s in samples),
@@ -243,6 +244,7 @@ class Trainer:
             "time/generate": result.seconds_generate,
             "time/env": result.seconds_env,
             "time/tree": result.seconds_tree,
+            "time/continuation": result.seconds_continuation,
             "time/update": seconds_update,
         })
         if self.should_evaluate(self.step):
