@@ -28,11 +28,28 @@ role left unclaimed for ``join_timeout_s`` refuses the episode (every waiting ``
 raises an error naming the roles). ``reset`` and ``step`` return when it is one of the
 session's roles' turn, or when the episode is over; a player silent for ``turn_timeout_s``,
 or a session that leaves (closes, resets), abandons the episode: every session's next
-observation is ``done`` with ``metadata["error"]`` saying why. Each observation's reward is
-what the env paid that session's role since its previous report, so a role's rewards sum to
-its return. The final prompt and info go to the session whose action ended the episode. An
-episode leaves the table when it is over. Keep the client's ``message_timeout_s`` (60 s by
-default) above ``join_timeout_s + turn_timeout_s``, as a ``reset`` can wait for both.
+observation is ``done`` with ``metadata["error"]`` saying why. The final prompt and info go to
+the session whose action ended the episode. An episode leaves the table when it is over. Keep
+the client's ``message_timeout_s`` (60 s by default) above ``join_timeout_s + turn_timeout_s``,
+as a ``reset`` can wait for both.
+
+What a session is paid (every session, shared or not): ``metadata["rewards"]`` maps roles to
+what the env paid them since the session last reported them: the role to act while the episode
+runs, every role of the session once it is over (the -1 a loss dealt to the role that did not
+end it included), so each role's entries sum to its return. ``reward`` is the entry of
+``metadata["role"]`` (the role to act, or at the end the session's role that acted last): for a
+session of one role, its whole pay. ``metadata["success"]`` is what the env reported as that
+role's success when it finished, ``metadata["successes"]`` the same for every role of the session,
+whichever session ended the episode.
+
+Abandoned: the roles of the session that went silent or left forfeit. What the rest of the
+episode would pay them is added to their returns (:func:`forfeit`): on a copy of the env, they
+answer nothing more (the empty action, refused with each env's format penalty), the seats play
+on, and the other sessions' roles are played by the env's oracle where the roles are rewarded
+against each other (the absent role meets at best the loss it was facing), or answer nothing too
+in a cooperative env (no partner's work is credited to it). So silence never pays more than
+answering. The roles of the sessions still present are paid what the env paid them up to the
+abandonment, nothing more; their ``successes`` are False (the episode did not finish).
 
 Serve: ``uvicorn.run(openenv_app("plan_path_v0", max_turns=4), host="127.0.0.1", port=8000)``;
 connect: ``PettingLLMClient(base_url="http://127.0.0.1:8000").sync()``.
@@ -40,6 +57,7 @@ connect: ``PettingLLMClient(base_url="http://127.0.0.1:8000").sync()``.
 
 from __future__ import annotations
 
+import copy
 import threading
 import uuid
 from collections.abc import Collection
@@ -52,8 +70,9 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
+from pettingllm_envs.policies import scripted_policy
 from pettingllm_envs.registry import make
-from pettingllm_envs.seats import SeatedEpisode, make_seat
+from pettingllm_envs.seats import SeatedEpisode, make_seat, roles_compete
 
 #: Seat specs a client may ask for unless the server allows more.
 SAFE_SEATS = ("scripted", "random")
@@ -86,7 +105,9 @@ class SharedEpisode:
 
     def __init__(self, env_id: str, env_config: dict[str, Any], seed: int, seats: dict[str, str]) -> None:
         env = make(env_id, **env_config)
-        self.seed, self.seats = seed, seats
+        self.env_id, self.seed, self.seats = env_id, seed, seats
+        self.sessions: list[list[str]] = []  # the roles of each claim, one claim per session
+        self.forfeits: dict[str, float] = {}
         self.roles = [role for role in env.possible_agents if role not in seats]
         self.episode = SeatedEpisode(env, {r: make_seat(s, env_id, seed=seed) for r, s in seats.items()}, self.roles)
         self.claimed: set[str] = set()
@@ -103,6 +124,15 @@ class SharedEpisode:
     def over(self) -> bool:
         return self.error is not None or (self.started and self.episode.done)
 
+    @property
+    def returns(self) -> dict[str, float]:
+        """What the env paid each role, the forfeits of an abandoned episode's absent roles included."""
+        return {role: paid + self.forfeits.get(role, 0.0) for role, paid in self.episode.returns.items()}
+
+    def session_of(self, role: str | None) -> list[str]:
+        """The roles of the session that plays ``role``."""
+        return next((roles for roles in self.sessions if role in roles), [])
+
     def claim(self, roles: list[str]) -> None:
         if not roles:
             raise ValueError(f"every role of this episode is taken (by sessions: {sorted(self.claimed)}; "
@@ -114,13 +144,17 @@ class SharedEpisode:
         if not_played:
             raise ValueError(f"roles {not_played} are not played by sessions in this episode (seats: {self.seats})")
         self.claimed.update(roles)
+        self.sessions.append(list(roles))
         if not self.unclaimed:
             self.episode.reset(seed=self.seed)
             self.started = True
             self.changed.notify_all()
 
-    def abort(self, error: str) -> None:
+    def abort(self, error: str, absent: Collection[str] = ()) -> None:
+        """End the episode with ``error``; the ``absent`` roles (a session gone silent or left) forfeit."""
         if not self.over:
+            if self.started and absent:
+                self.forfeits = forfeit(self.episode, absent, self.env_id)
             self.error = error
             self.changed.notify_all()
 
@@ -223,7 +257,7 @@ class PettingLLMEnvironment(Environment[PettingLLMAction, PettingLLMObservation,
         episode, self.shared = self.shared, None
         if episode is not None:
             with episode.changed:
-                episode.abort(f"the session playing {self.learners} left the episode")
+                episode.abort(f"the session playing {self.learners} left the episode", self.learners)
             self.table.discard(self._state.episode_id or "", episode)
 
     @property
@@ -259,7 +293,8 @@ class PettingLLMEnvironment(Environment[PettingLLMAction, PettingLLMObservation,
         """Wait (holding ``episode.changed``) for this session's turn or the end; a silent player abandons it."""
         if not episode.wait(self.learners, self.turn_timeout_s):
             episode.abort(f"no move from the session playing {episode.episode.agent} within "
-                          f"{self.turn_timeout_s:g} s: the episode is abandoned")
+                          f"{self.turn_timeout_s:g} s: the episode is abandoned",
+                          episode.session_of(episode.episode.agent))
 
     def _after(self, observation: PettingLLMObservation, episode: SharedEpisode) -> PettingLLMObservation:
         """Once the session has seen the end, it leaves the episode and the table drops it."""
@@ -271,28 +306,54 @@ class PettingLLMEnvironment(Environment[PettingLLMAction, PettingLLMObservation,
     def _observe(self, episode: SharedEpisode) -> PettingLLMObservation:
         """This session's view (holding ``episode.changed``): its role's turn, or the end (an error included).
 
-        The reward is what the env paid the role since the session last reported it, so a role's
-        rewards sum to its return; the final prompt and info go to the session whose action ended the
-        episode (every session, when no action did)."""
-        turn, returns = episode.episode.turn, dict(episode.episode.returns)
+        Pays each role reported (the role to act; at the end every role of the session) what the env
+        paid it since the session last reported it; the final prompt and info go to the session whose
+        action ended the episode (every session, when no action did)."""
+        turn, returns, over = episode.episode.turn, episode.returns, episode.over
         assert turn is not None
-        ours = episode.error is None and (turn.agent in self.learners
-                                          or (turn.agent is None and episode.ended_by in (self, None)))
+        ours = not over and turn.agent in self.learners
+        shown = ours or (over and episode.error is None and episode.ended_by in (self, None))
         role = turn.agent if ours and turn.agent is not None else self._last_role
         assert role is not None
-        reward, self._paid[role] = returns[role] - self._paid[role], returns[role]
-        info = {key: value for key, value in turn.info.items()
-                if ours and key not in ("messages", "new_messages")}
-        metadata: dict[str, Any] = {"info": info, "returns": returns, "success": bool(info.get("success"))}
+        reported = list(self.learners) if over else [role]
+        rewards = {r: returns[r] - self._paid[r] for r in reported}
+        self._paid.update({r: returns[r] for r in reported})
+        successes = {r: episode.episode.success(r) for r in self.learners} if over else {}
+        info = {key: value for key, value in turn.info.items() if shown and key not in ("messages", "new_messages")}
+        metadata: dict[str, Any] = {"info": info, "returns": returns, "rewards": rewards, "role": role,
+                                    "success": successes.get(role, False), "successes": successes}
         if episode.error is not None:
             metadata["error"] = episode.error
         self._state.agent = turn.agent if ours else None
         self._state.returns = returns
         return PettingLLMObservation(
-            agent=self._state.agent, prompt=str(turn.observation) if ours else "",
-            messages=list(turn.messages or []) if ours else [],
-            new_messages=list(turn.info.get("new_messages") or []) if ours else [],
-            reward=reward, done=episode.over, metadata=metadata)
+            agent=self._state.agent, prompt=str(turn.observation) if shown else "",
+            messages=list(turn.messages or []) if shown else [],
+            new_messages=list(turn.info.get("new_messages") or []) if shown else [],
+            reward=rewards[role], done=over, metadata=metadata)
+
+
+def forfeit(episode: SeatedEpisode, absent: Collection[str], env_id: str) -> dict[str, float]:
+    """What the rest of ``episode`` pays each ``absent`` role (module docstring), played on a copy of
+    its env: the absent roles answer the empty action, the seats play on, and every other role is
+    played by the env's oracle where the roles compete, or answers the empty action too."""
+    env = copy.deepcopy(episode.env)
+    oracle = scripted_policy(env_id) if roles_compete(env) else None
+    paid = dict.fromkeys(absent, 0.0)
+    for agent in env.agent_iter(max_iter=10_000):
+        observation, _, terminated, truncated, info = env.last()
+        if terminated or truncated:
+            action = None
+        elif agent in episode.seats:
+            action = episode.seats[agent](observation, agent, info)
+        elif agent in paid or oracle is None:
+            action = ""
+        else:
+            action = oracle(observation, agent, info)
+        env.step(action)
+        for role in paid:
+            paid[role] += float(env.rewards.get(role, 0.0))
+    return paid  # the copy is not closed: it may share what the env holds (a sandbox, a dataset)
 
 
 def openenv_app(env_id: str, *, allowed_seats: Collection[str] = SAFE_SEATS, max_concurrent_envs: int = 8,

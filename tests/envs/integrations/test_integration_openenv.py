@@ -29,12 +29,14 @@ import uvicorn
 from repo_paths import REPO
 
 from pettingllm_envs.integrations.openenv_env import (
+    EpisodeTable,
     PettingLLMAction,
     PettingLLMClient,
+    PettingLLMEnvironment,
     openenv_app,
 )
 from pettingllm_envs.policies import random_policy, scripted_policy
-from pettingllm_envs.registry import make
+from pettingllm_envs.registry import list_envs, make
 
 
 def free_port() -> int:
@@ -267,7 +269,9 @@ def test_a_silent_or_leaving_player_ends_the_shared_episode_with_an_error(tictac
         late = x_client.step(PettingLLMAction(text=oracle(x_first.observation.prompt, "player_x",
                                                           x_first.observation.metadata["info"])))
         assert late.done and "abandoned" in late.observation.metadata["error"]
-        assert late.observation.metadata["returns"] == {"player_x": 0.0, "player_o": 0.0}  # the move was not played
+        # The move was not played: player_o keeps 0, player_x forfeits (the empty answers against the oracle).
+        assert late.observation.metadata["returns"]["player_o"] == 0.0
+        assert late.reward == late.observation.metadata["returns"]["player_x"] < 0
 
     with PettingLLMClient(base_url=tictactoe_url).sync() as x_client:
         outcome: dict = {}
@@ -313,3 +317,134 @@ def test_a_session_cannot_take_a_role_another_session_plays(tictactoe_url):
             result = owner.step(PettingLLMAction(text=oracle(seen.prompt, "player_x", seen.metadata["info"])))
         assert result.done and "error" not in result.observation.metadata
     assert total == pytest.approx(expected_returns["player_x"])  # the intruder's attempts changed nothing
+
+
+# What every session is paid, checked on the environment itself (what the server runs per session).
+ENV_ROLES = [(env_id, role) for env_id in list_envs() for role in make(env_id).possible_agents]
+SHORT = {"max_turns": 2}
+
+
+def play_session(env: PettingLLMEnvironment, policies: dict, **reset_kwargs) -> tuple[dict, object]:
+    """Play a session's roles to the end: the sum of ``metadata["rewards"]`` per role (and of the
+    observations' ``reward`` under ``"reward"``), and the final observation."""
+    observation, paid = env.reset(**reset_kwargs), {"reward": 0.0}
+    while True:
+        paid["reward"] += observation.reward
+        for role, reward in observation.metadata["rewards"].items():
+            paid[role] = paid.get(role, 0.0) + reward
+        if observation.done:
+            return paid, observation
+        role = observation.agent
+        action = policies[role](observation.prompt, role, {"messages": observation.messages,
+                                                           **observation.metadata["info"]})
+        observation = env.step(PettingLLMAction(text=action))
+
+
+def reference(env_id: str, policies: dict, silent_from: tuple[str, int] | None = None, present=()):
+    """Returns and successes of a plain AEC episode (seed 3, max_turns 2); from ``silent_from``'s
+    (role, k) k-th action on, that role answers "" and the ``present`` roles are played by the oracle
+    (a game) or answer "" too; the returns at that point come back third."""
+    env, oracle = make(env_id, **SHORT), scripted_policy(env_id)
+    env.reset(seed=3)
+    returns, success, acted, at_abort = dict.fromkeys(env.possible_agents, 0.0), {}, {}, None
+    for agent in env.agent_iter(max_iter=500):
+        observation, _, terminated, truncated, info = env.last()
+        if terminated or truncated:
+            success[agent], action = bool(info.get("success")), None
+        else:
+            if silent_from and agent == silent_from[0] and acted.get(agent, 0) == silent_from[1] and not at_abort:
+                at_abort = dict(returns)
+            acted[agent] = acted.get(agent, 0) + 1
+            if at_abort is None or (agent != silent_from[0] and agent not in present):
+                action = policies[agent](observation, agent, info)
+            elif agent == silent_from[0] or not env.unwrapped.roles_compete:
+                action = ""
+            else:
+                action = oracle(observation, agent, info)
+        env.step(action)
+        for role, reward in env.rewards.items():
+            returns[role] += reward
+    return returns, success, at_abort
+
+
+@pytest.mark.parametrize("kind", ["scripted", "random"])
+@pytest.mark.parametrize(("env_id", "role"), ENV_ROLES)
+def test_a_session_of_one_role_is_paid_its_return_and_told_its_success(env_id, role, kind):
+    own = scripted_policy(env_id) if kind == "scripted" else random_policy(5)
+    policies = {r: scripted_policy(env_id) for r in make(env_id).possible_agents} | {role: own}
+    returns, success, _ = reference(env_id, policies)
+    own = scripted_policy(env_id) if kind == "scripted" else random_policy(5)
+    paid, final = play_session(PettingLLMEnvironment(env_id, **SHORT), {role: own}, seed=3, learners=[role])
+    assert paid[role] == pytest.approx(returns[role]) and paid["reward"] == pytest.approx(returns[role])
+    assert final.metadata["success"] == success[role] and final.metadata["successes"] == {role: success[role]}
+
+
+@pytest.mark.parametrize("env_id", list_envs())
+def test_one_session_playing_every_role_is_paid_each_roles_return(env_id):
+    """Before, the role that did not end the episode never got its last payments (an illegal move's
+    penalty, the -1 of a loss) in any observation: in 6 of 6 tictactoe episodes."""
+    roles = make(env_id).possible_agents
+    policies = {role: random_policy(5 + index) for index, role in enumerate(roles)}
+    returns, success, _ = reference(env_id, policies)
+    policies = {role: random_policy(5 + index) for index, role in enumerate(roles)}
+    paid, final = play_session(PettingLLMEnvironment(env_id, **SHORT), policies, seed=3)
+    assert {role: paid[role] for role in roles} == pytest.approx(returns)
+    assert final.metadata["successes"] == success and final.metadata["returns"] == pytest.approx(returns)
+
+
+def play_shared_sessions(env_id: str, policies: dict, table: EpisodeTable, **reset_kwargs) -> dict:
+    """One in-process session (thread) per role of ``policies`` in one shared episode."""
+    outcome: dict = {}
+
+    def play(role: str) -> None:
+        env = PettingLLMEnvironment(env_id, table=table, turn_timeout_s=TURN_TIMEOUT_S, **SHORT)
+        outcome[role] = play_session(env, {role: policies[role]}, shared=True, learners=[role], **reset_kwargs)
+
+    threads = [threading.Thread(target=play, args=(role,)) for role in policies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "a shared-episode session hung"
+    return outcome
+
+
+@pytest.mark.parametrize("env_id", ["code_v0", "math_v0", "tictactoe_v0"])
+def test_every_session_of_a_shared_episode_is_told_its_success(env_id):
+    """Before, the session that did not end a solved code_v0 episode was told it failed (3 of 6)."""
+    oracle = scripted_policy(env_id)
+    roles = make(env_id).possible_agents
+    returns, success, _ = reference(env_id, dict.fromkeys(roles, oracle))
+    outcome = play_shared_sessions(env_id, dict.fromkeys(roles, oracle), EpisodeTable(), seed=3, episode_id=env_id)
+    for role, (paid, final) in outcome.items():
+        assert "error" not in final.metadata and paid[role] == pytest.approx(returns[role])
+        assert final.metadata["success"] == success[role]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("env_id", "silent", "moves"), [("tictactoe_v0", "player_o", 1), ("code_v0", "tester", 0)])
+def test_a_silent_session_forfeits_and_the_present_one_keeps_what_it_was_paid(env_id, silent, moves):
+    """A role stops answering after ``moves`` moves: it used to keep what it was paid so far (player_o of a
+    forced-win opening never met its loss). Now its roles play the rest as empty answers against the
+    oracle (a game) or beside empty answers (cooperative), and its late step is paid that."""
+    oracle = scripted_policy(env_id)
+    roles = make(env_id).possible_agents
+    present = [role for role in roles if role != silent]
+    returns, _, at_abort = reference(env_id, dict.fromkeys(roles, oracle), (silent, moves), present)
+    answered: list[str] = []
+
+    def answers_once(observation, role, info):
+        if len(answered) == moves:
+            time.sleep(TURN_TIMEOUT_S + 1)  # silent past the turn timeout, then its late move
+        answered.append(role)
+        return oracle(observation, role, info)
+
+    policies = {silent: answers_once} | {role: oracle for role in present}
+    outcome = play_shared_sessions(env_id, policies, EpisodeTable(), seed=3, episode_id="silent")
+    paid, late = outcome[silent]
+    assert "abandoned" in late.metadata["error"] and paid[silent] == pytest.approx(returns[silent])
+    for role in present:
+        paid, final = outcome[role]
+        assert "abandoned" in final.metadata["error"] and paid[role] == pytest.approx(at_abort[role])
+    honest, _, _ = reference(env_id, dict.fromkeys(roles, oracle))
+    assert returns[silent] < min(honest[silent], at_abort[silent])  # silence pays less than answering
