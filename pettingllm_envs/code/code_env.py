@@ -46,7 +46,10 @@ setup for the tests after them. A test is *valid*, and earns credit, when both h
 3. it *kills mutants* of the reference: plausible wrong programs with no common signature,
    unlike the perturbation (:mod:`pettingllm_envs.code.mutants`). Its credit ("worth")
    grows with the share it kills (``kill_credit``); a test that only asserts the absence of
-   the perturbation's signature kills none. (Stdio tests compare whole outputs: full credit.)
+   the perturbation's signature kills none, and a kill that only a crash or a change of type
+   made (a call-and-check-the-type test's) does not count. Every program is judged under the
+   same time limit and printed the same way, so a test tells them apart by results only.
+   (Stdio tests compare whole outputs: full credit.)
 
 So ``assert candidate``, ``assert callable(f)``, ``assert f is not None``, ``assert True or
 f(1)``, ``assert f(1) == f(1)``, ``assert f(1) or True``, ``assert f == f``, type-only
@@ -66,7 +69,8 @@ reward is its L after the action minus a constant.
 * *Coder*: L = the pass rate of its current code on the tester's current valid tests (0
   with no code or no valid test). A test some earlier code failed (the coder saw its call
   and expected value) counts as passed only if the code also passes a hidden test that
-  code failed (``really_passes``): a table of the shown cases earns nothing. On its step
+  every code failing it failed and that not every mutant passes (``really_passes``): a table
+  of the shown cases earns nothing, even after a first code that fails everything. On its step
   it is paid the change its new code makes; on the tester's, the change the new tests make.
 * *Tester*: L = ``worth / (tests + ignored) + bug_credit * credited / (tests + ignored)``,
   with ``worth`` the sum of its tests' credit (1 each for a test that kills enough mutants),
@@ -128,7 +132,7 @@ test, and the tests never exist in the code's process
 A problem's hidden tests share one run per code, with a time limit per test; a test that
 crashes or hangs the code fails alone. Each tester test runs alone. Stdio programs get the
 test input on stdin; their output is compared token by token outside the sandbox.
-Identical (problem, code, test, mode) verdicts are judged once per env family (an LRU
+Identical (problem, code, test, mode, limits) verdicts are judged once per env family (an LRU
 shared by deep copies, :mod:`pettingllm_envs.code.verdict_cache`, so AT-GRPO branches
 that write the same code do not rerun it).
 

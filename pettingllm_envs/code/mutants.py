@@ -17,14 +17,15 @@ problem. A test's worth grows with the share of mutants it kills (:func:`kill_cr
 (:class:`Mutator`, an :class:`ast.NodeTransformer`), keeps a seeded sample (the seed is a
 hash of the problem id and reference, so the mutants are the same in every process and
 run), judges each on the problem's hidden tests (one answering process per mutant, the judge's
-cheapest run) and keeps the *plausible* wrong programs (:func:`_plausible`): those that pass
-at least one hidden test, return a value of the reference's type on at least
+cheapest run) and keeps the *plausible* wrong programs (:func:`_plausible`), those that pass
+some hidden test first: those that return a value of the reference's type on at least
 :data:`PLAUSIBLE_SHARE` of the hidden tests' calls, and still fail a hidden test once their
 crashes and changes of type are repaired by the reference (:func:`repaired_source`), i.e. they
 are wrong in their values. A mutant that passes every hidden test may be equivalent to the
 reference and is not a wrong program we can certify; one that crashes on nearly every input
 (a ``NameError`` that only a trivial empty case escapes) is killed by any test that merely
-calls the function, the perturbation's weakness again, and is dropped (NUMBERS). Mutants
+calls the function, the perturbation's weakness again, and is dropped (HumanEval/23 alone has
+no plausible mutant left: its checking tests get full credit, as stdio tests do). Mutants
 whose run does not answer every call (they loop or kill their process) are dropped too: every
 test run against one would pay the time limit. Mutants with a pattern of hidden verdicts
 not seen yet come first. The result is cached per problem for the process
@@ -244,7 +245,7 @@ def screened(problem: CodeProblem, *, memory_mb: int = 512, workers: int = 2) ->
             if not _plausible(problem, verdicts, reference, replies):
                 continue
             pattern = tuple(verdicts)
-            (repeats if pattern in seen else distinct).append((code, pattern))
+            (repeats if pattern in seen or not any(pattern) else distinct).append((code, pattern))
             seen.add(pattern)
         if len(distinct) >= MAX_MUTANTS:
             break
@@ -256,11 +257,10 @@ def screened(problem: CodeProblem, *, memory_mb: int = 512, workers: int = 2) ->
 def _plausible(problem: CodeProblem, verdicts: list[bool | None], reference: dict[str, Any],
                replies: dict[str, Any]) -> bool:
     """A plausible wrong program: on most hidden calls it returns a value of the reference's
-    type (it does not crash on nearly every input), and it is wrong in its values: it passes
-    some hidden test, and with its crashes and changes of type repaired
-    (:func:`repaired_source`) it still fails one."""
+    type (it does not crash on nearly every input), and it is wrong in its values: with its
+    crashes and changes of type repaired (:func:`repaired_source`) it still fails a hidden test."""
     passed = [v for v in verdicts if v is not None]
-    if not any(passed) or all(passed) or not reference:
+    if all(passed) or not reference:
         return False
     alike = {call: reply for call, reply in replies.items() if _alike(reply, reference[call])}
     if len(alike) < PLAUSIBLE_SHARE * len(reference):

@@ -8,7 +8,7 @@ The whole path from a program an agent wrote to its reward, in order (``code`` i
    the tester's by :func:`code.tester_tests.parse_tests` (one test per top-level statement
    holding an ``assert``). ``code.code_env.raw_env.run`` then asks for verdicts.
 2. **Judge each pair once.** :class:`code.verdict_cache.OutcomeCache` answers the (problem,
-   code, test, perturbed) pairs an env family has judged before and sends the rest to
+   code, test, perturbed, limits) pairs an env family has judged before and sends the rest to
    :func:`judge.scheduler.judge_jobs`.
 3. **Group the tests into runs** (:mod:`judge.scheduler`). A stdio problem's program runs once
    per test, its input on stdin, and :mod:`judge.stdio` compares the output token by token. A
@@ -43,8 +43,10 @@ The whole path from a program an agent wrote to its reward, in order (``code`` i
    :func:`judge.sandboxed.wire.perturb`); the verdicts of valid tests on the coder's code, with
    their clipped reasons, are what the coder is shown.
 7. **Mutants** (:mod:`code.mutants`). A valid test's worth is the share of the reference's
-   plausible mutants it kills (:func:`code.mutants.tests_worth`); mutants are screened with
-   one-process runs.
+   plausible mutants it kills (:func:`code.mutants.tests_worth`), under the reference's time
+   limit, each kill confirmed on the mutant with its crashes repaired; mutants are screened
+   with one-process runs. Every program is compiled as ``ast.unparse`` prints it
+   (:func:`judge.sources.printed`) and no message carries a line number.
 8. **Reward** (``code.code_env.raw_env.local_state`` and ``global_reward``). The coder's
    potential is its pass rate on the valid tests, the tester's its tests' worth plus bug
    credit; the base class :class:`pettingllm_envs.core.TextAECEnv` pays each step the changes

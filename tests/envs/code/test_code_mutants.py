@@ -54,9 +54,9 @@ def test_mutants_are_seeded_plausible_wrong_programs(problem_id):
     mutants = mutant_sources(problem)
     assert 1 <= len(mutants) <= MAX_MUTANTS and mutant_sources(problem) == mutants  # deterministic
     assert problem.reference not in mutants
-    for mutant in mutants:  # none is equivalent on the hidden tests, none fails all of them
+    for mutant in mutants:  # none is equivalent on the hidden tests (nor wrong only by crashing: see the attacks)
         passed = [o.passed for o in judge_many(problem, [(mutant, t) for t in problem.tests], timeout=2.0)]
-        assert not all(passed) and any(passed), mutant
+        assert not all(passed), mutant
 
 
 def test_mutants_are_computed_once_per_problem_and_shared_by_copies():
