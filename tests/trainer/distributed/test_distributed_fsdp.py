@@ -36,7 +36,8 @@ LR = 5e-2
 #: with one forward instead of through the prompt cache. Adam divides each element's step by the
 #: root of its own squared gradient, so where an element's gradient is float noise the noise moves
 #: it by up to lr: measured, max gaps of 4.7e-4 (fsdp), 5.3e-4 (ddp), 1.4e-4 (fsdp + LoRA), and
-#: 1.1e-3 on another sample set. The gradient itself is checked tighter: the global norm to 1e-5.
+#: 1.1e-3 on another sample set. The gradient itself is checked tighter: its global norm within the
+#: spread of the single-process norms over micro-batch sizes (:func:`norm_envelope`).
 WEIGHT_ATOL = 0.1 * LR
 #: The mean gap over all elements: float noise only (measured up to 5.6e-7, against a mean move of 5.6e-2).
 MEAN_ATOL = 1e-5
@@ -103,6 +104,28 @@ def rank_main(rank: int, world: int, init_file: str, model_dir: str, mode: str, 
         dist.destroy_process_group()
 
 
+#: Micro-batch sizes of the single-process runs whose grad norms measure the summation noise.
+NOISE_SPLITS = (1, 2, 3, 4, 9)
+
+
+def norm_envelope(model_dir: str, lora: bool) -> tuple[float, float]:
+    """Where a grad norm computed in another summation order may fall: the range of the
+    single-process norms over :data:`NOISE_SPLITS`, widened on each side by its own width.
+
+    The 2-rank update adds the same per-sample gradients in another order, so its norm is one
+    more draw of that float noise. The noise is the CPU's: measured here (AVX2) as a relative
+    width of 7.0e-6 (full) and 7.6e-6 (LoRA), and the 2-rank norm was 1.03e-5 from the
+    micro-batch-2 norm on an AVX512/AMX CPU, so a fixed relative 1e-5 fails on one machine and
+    not on another. A range of 5 draws widened by its width holds a 6th draw with high odds."""
+    norms = []
+    for size in NOISE_SPLITS:
+        policies = make_policies(model_dir, lora)
+        settings = dataclasses.replace(settings_for(lora), micro_batch_size=size)
+        norms.append(ppo_update(policies, "shared", make_samples(policies), settings).grad_norm)
+    width = max(norms) - min(norms)
+    return min(norms) - width, max(norms) + width
+
+
 def run_ranks(tmp_path: Path, model_dir: str, mode: str, lora: bool, world: int = 2) -> dict[str, Any]:
     mp.spawn(rank_main, args=(world, str(tmp_path / "rendezvous"), model_dir, mode, lora, str(tmp_path)),
              nprocs=world, join=True)
@@ -145,7 +168,10 @@ def test_two_rank_update_equals_the_single_process_update(tiny_model_dir, tmp_pa
     micro_batches = [-(-size // SETTINGS.micro_batch_size) for size in ranks["shards"]]
     assert micro_batches[0] < micro_batches[1]  # rank 0 runs a stand-in micro-batch
     assert sum(ranks["shards"]) == local["stats"]["samples"] == (13 if lora else 9)
-    assert ranks["stats"]["grad_norm"] == pytest.approx(local["stats"]["grad_norm"], rel=1e-5)
+    low, high = norm_envelope(model_dir, lora)
+    assert low <= local["stats"]["grad_norm"] <= high
+    assert low <= ranks["stats"]["grad_norm"] <= high, (ranks["stats"]["grad_norm"], low, high)
+    assert high - low < 1e-4 * high  # float noise, not a different gradient
     assert_same_optimizer(ranks["optimizer"]["shared"], local["optimizer"]["shared"])
     assert_same_optimizer(ranks["reloaded"]["shared"], ranks["optimizer"]["shared"])
     spec = make_policies(model_dir, lora).spec
