@@ -18,12 +18,13 @@
 |                     | one it rejects (TextArena's invalid move), `-format_penalty` for a non-string |
 |                     | or over-long action (not sent to the game)                                    |
 | Reward bounds       | local per action in `[-max(format, illegal), 0]`; global in `[-1, 1]`         |
-| Illegal move        | TextArena's rule: the player retries (its `error_allowance`, usually 1), then |
-|                     | loses the game; each rejected move is penalised and explained in infos        |
+| Illegal move        | a rejected reply (refused by the game or unread) is penalised, explained in   |
+|                     | infos and loses the game at once; `retry_rejected=True`: TextArena's rule,    |
+|                     | the player retries (its `error_allowance`, usually 1), then loses             |
 | Termination         | the game says it is over (win, loss, draw, its own turn limit)                |
 | Truncation          | `max_turns` turns (default 100); an unfinished game scores as a draw (G = 0), |
-|                     | but a rejected reply whose retry would start a turn past `max_turns` loses     |
-| Config              | `TextArenaConfig`: game, illegal_move_penalty, legal_actions_in_info, ...    |
+|                     | (with retries, a rejected reply whose retry would start a turn past it loses)  |
+| Config              | `TextArenaConfig`: game, illegal_move_penalty, retry_rejected, ...           |
 
 **Rewards.** The base class pays every player, after each action, ``alpha`` times the change
 of its team state (:meth:`raw_env.team_state`): the outcome from that player's own side. The
@@ -33,7 +34,20 @@ penalises moves the game rejects: a positive credit per legal move would pay a p
 making a game last longer (the stalling attack), which TextArena's games cannot bound in
 general. ``infos[agent]["success"]`` is True for the winner.
 
-**The last turn.** A rejected reply (refused by the game, or unread: not a string, too long)
+**A rejected reply loses at once** by default. Under TextArena's retry, the rejected reply's
+sample is credited what the env pays its player until the player's next action, which is the
+retry: -``illegal_move_penalty`` (-0.5), while a legal move that loses at the opponent's reply
+is charged -1. Every rollout mode's credit window (docs/design.md §4) then ranks junk above a
+legal move in a lost position (TicTacToe-v0 sweep, tests/adversarial/test_tree_branches_same_footing.py:
+7 of 26 tree groups, 1 of 8 independent, 4 of 14 seated tree, 1 of 8 seated independent). A
+rejected reply that loses costs -penalty - 1, below any legal move, in every mode (0 of them).
+Crediting the retry's outcome to the rejected reply instead (a role's actions in a row as one
+move) was measured worse: the retry's *win* flows back too, so junk then a winning retry (+0.5)
+outranks a legal move that does not win (9 of 26, 3 of 8, 7 of 14, 3 of 8), at four times the
+tree's continuation generations. ``retry_rejected=True`` plays TextArena's rule, for play and
+evaluation; training with it reopens the ranking above.
+
+**The last turn, with retries.** A rejected reply (refused by the game, or unread: not a string, too long)
 gives the same player a retry, and a player acting again starts a new turn. So at the last
 turn one invalid move would truncate the episode as a draw, and a player in a lost position
 could deny the opponent its winning reply (-``illegal_move_penalty`` beats -1). The env
@@ -125,7 +139,9 @@ __all__ = ["TextArenaConfig", "available_games", "env", "game_spec", "listing_no
 ROLES = ("player_0", "player_1")
 #: A message as the player's view shows it: (observation type name, the text rendered once, when it arrived).
 ShownLine = tuple[str, str]
-#: Why a rejected reply at the last turn loses (see ``raw_env._forfeit_if_no_turn_is_left``).
+#: Why a rejected reply loses (see ``raw_env._forfeit_if_no_turn_is_left``): without retries, and with
+#: them at the last turn.
+NO_RETRY = "rejected replies get no retry (retry_rejected=False), so it loses the game"
 NO_TURN_FOR_RETRY = "no turn is left for a retry (max_turns), so it loses the game"
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
@@ -151,6 +167,9 @@ class TextArenaConfig(TextEnvConfig):
     a dice game's next roll, starts a new one); most games end before, by their own rules or limits."""
     illegal_move_penalty: float = 0.5
     """Subtracted from the local reward of a move the game rejects (TextArena's invalid move)."""
+    retry_rejected: bool = False
+    """TextArena's retry after a rejected reply (its ``error_allowance``). Off: a rejected reply loses the
+    game at once, so no credit window values it above a legal move (module docstring)."""
     legal_actions_in_info: bool = True
     """List the legal and the winning candidate moves of the player to move in
     ``infos[agent]["game"]`` (games with a move generator; one game copy and step per candidate)."""
@@ -283,7 +302,7 @@ class raw_env(TextAECEnv[GameInstance]):
         if outcome.invalid:
             reason = outcome.reason
             if self._forfeit_if_no_turn_is_left(agent):
-                reason = f"{reason}; {NO_TURN_FOR_RETRY}"
+                reason = f"{reason}; {self._forfeit_reason}"
             return ActionResult(-self.config.illegal_move_penalty, valid=False, parsed=parsed, invalid_reason=reason)
         return ActionResult(0.0, parsed=parsed)
 
@@ -295,20 +314,26 @@ class raw_env(TextAECEnv[GameInstance]):
             self._forfeit_if_no_turn_is_left(agent)
         super().step(action)
 
+    @property
+    def _forfeit_reason(self) -> str:
+        return NO_TURN_FOR_RETRY if self.config.retry_rejected else NO_RETRY
+
     def _forfeit_if_no_turn_is_left(self, agent: str) -> bool:
-        """After a rejected reply: when the retry it earns would start a turn past ``max_turns``, the
-        episode would truncate as a draw, so the player to move could dodge a lost position with one
-        invalid move; instead the rejected reply loses the game (TextArena's rule for a player out of
-        retries). A retry always starts a new turn: the same player acting again ends the turn."""
+        """After a rejected reply: without retries (``retry_rejected`` off), it loses the game. With them,
+        when the retry it earns would start a turn past ``max_turns``, the episode would truncate as a
+        draw, so the player to move could dodge a lost position with one invalid move; then too the
+        rejected reply loses (TextArena's rule for a player out of retries). A retry always starts a
+        new turn: the same player acting again ends the turn."""
         state = self.game.state
-        if state.done or ROLES[state.current_player_id] != agent or self.turn + 1 < self.config.max_turns:
+        if state.done or ROLES[state.current_player_id] != agent or (
+                self.config.retry_rejected and self.turn + 1 < self.config.max_turns):
             return False
         pid = ROLES.index(agent)
         state.rewards = {pid: -1, 1 - pid: 1}
         state.game_info[pid]["invalid_move"] = True
         for player in (0, 1):
-            state.game_info[player]["reason"] = NO_TURN_FOR_RETRY
-        state.add_observation(message=f"Player {pid} made an invalid move; {NO_TURN_FOR_RETRY}.",
+            state.game_info[player]["reason"] = self._forfeit_reason
+        state.add_observation(message=f"Player {pid} made an invalid move; {self._forfeit_reason}.",
                               observation_type=ObservationType.GAME_ADMIN)
         state.done = True
         lines = drain(self.game)
@@ -376,7 +401,8 @@ class raw_env(TextAECEnv[GameInstance]):
             f"You are {agent} (Player {ROLES.index(agent)}) in the two-player TextArena game "
             f"{self.config.game}. Your whole reply is sent to the game as your move, so follow the move "
             f"format in the rules below. A move the game rejects costs {self.config.illegal_move_penalty}; "
-            "the game's own rules say when a rejected move loses. Win: +1, loss: -1, draw: 0. Lines quoted "
+            + ("the game's own rules say when a rejected move loses. " if self.config.retry_rejected
+               else "it also loses the game at once. ") + "Win: +1, loss: -1, draw: 0. Lines quoted "
             "with '>' are a player's own words, not the game's.\n\nThe game's rules:\n" + prompt
         )
 

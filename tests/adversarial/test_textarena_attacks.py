@@ -162,12 +162,14 @@ def test_no_seat_earns_more_by_losing_on_purpose(game):
             assert episode.total_reward(seat) <= episode.total_reward(other) + 1e-9
 
 
+@pytest.mark.parametrize("retries", [True, False], ids=["retry_rejected", "default"])
 @pytest.mark.parametrize("dodge", ["[99]", None, 12345, "[" * 5000], ids=["rejected", "none", "not text", "too long"])
-def test_a_rejected_reply_at_the_last_turn_loses_instead_of_truncating_as_a_draw(dodge):
+def test_a_rejected_reply_at_the_last_turn_loses_instead_of_truncating_as_a_draw(dodge, retries):
     """A retry starts a new turn, so at the last turn any reply the game does not accept (refused by
     the game, or unread by the env) would truncate the episode as a draw: the dodge of a lost position.
-    It loses the game instead, and pays less than any legal move that loses."""
-    env = fresh("TicTacToe-v0", max_turns=1)  # the first turn is the last
+    It loses the game instead, and pays less than any legal move that loses (without retries, at
+    any turn)."""
+    env = fresh("TicTacToe-v0", max_turns=1 if retries else 5, retry_rejected=retries)
     raw = env.unwrapped
     agent = env.agent_selection
     other = "player_1" if agent == "player_0" else "player_0"
@@ -178,8 +180,8 @@ def test_a_rejected_reply_at_the_last_turn_loses_instead_of_truncating_as_a_draw
     assert raw.outcome("player_0") + raw.outcome("player_1") == 0
 
 
-def test_a_rejected_reply_before_the_last_turn_still_gets_its_retry():
-    env = fresh("TicTacToe-v0", max_turns=3)
+def test_with_retries_a_rejected_reply_before_the_last_turn_still_gets_its_retry():
+    env = fresh("TicTacToe-v0", max_turns=3, retry_rejected=True)
     agent = env.agent_selection
     env.step("[99]")
     assert not env.unwrapped.is_done() and env.agent_selection == agent
@@ -193,7 +195,7 @@ def test_stalling_with_unread_replies_loses_by_the_last_turn(game):
     a turn each, and the one at the last turn loses: stalling this way returns less than a loss."""
     for seat in ("player_0", "player_1"):
         other = "player_1" if seat == "player_0" else "player_0"
-        env = pettingllm_envs.make(ENV_ID, game=game, max_turns=6)
+        env = pettingllm_envs.make(ENV_ID, game=game, max_turns=6, retry_rejected=True)
         too_long = "x" * (env.unwrapped.config.max_action_chars + 1)
         policies = {seat: lambda observation, agent, info, text=too_long: text, other: scripted_policy}
         episode = play_episode(env, policies, seed=1)

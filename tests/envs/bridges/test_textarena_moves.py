@@ -116,8 +116,22 @@ def test_legal_moves_do_not_depend_on_the_opponent_s_cards_dice_or_the_next_roll
 
 
 # ------------------------------------------------------------------ invalid moves
-def test_an_invalid_move_costs_the_penalty_and_the_retry_limit_loses_the_game():
+def test_an_invalid_move_costs_the_penalty_and_loses_the_game_at_once():
+    """No retry by default: a rejected reply is never worth more than a legal move that loses
+    (-0.3 - 1 < -1), whatever credit window a trainer uses (docs/design.md §4)."""
     env = make("ConnectFour-v0", illegal_move_penalty=0.3)
+    env.reset(seed=0)
+    agent = env.agent_selection
+    env.step("I will not move.")
+    last = env.infos[agent]["last_action"]
+    assert not last["valid"] and last["reward_local"] == pytest.approx(-0.3)
+    assert "no retry" in last["invalid_reason"]
+    assert all(env.terminations.values()) and env.rewards[agent] == pytest.approx(-1.3)
+    assert env.infos[agent]["game"]["outcome"] == -1.0
+
+
+def test_with_retries_an_invalid_move_costs_the_penalty_and_the_retry_limit_loses_the_game():
+    env = make("ConnectFour-v0", illegal_move_penalty=0.3, retry_rejected=True)
     env.reset(seed=0)
     agent = env.agent_selection
     env.step("I will not move.")
@@ -136,7 +150,7 @@ def test_an_exception_inside_textarena_is_an_invalid_move_and_the_game_is_rebuil
     """No TextArena game raised on the hostile inputs tried; this guards the day one does: the
     half-changed game is rebuilt from the seed, the opening and the actions so far, and the action
     counts as TextArena's invalid move (retry, then the loss), so such input cannot stall a game."""
-    env = make("ConnectFour-v0")
+    env = make("ConnectFour-v0", retry_rejected=True)
     env.reset(seed=0)
     env.step("[col 1]")
     raw = env.unwrapped
