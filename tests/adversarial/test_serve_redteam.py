@@ -16,11 +16,11 @@ import pytest
 pytest.importorskip("torch")
 
 from trainers.algorithms.atgrpo.config import TrainConfig
-from trainers.generation import server as server_module
 from trainers.generation.server import MAX_N, PolicyServer, build_parser
+from trainers.generation.server_app import MAX_BODY_BYTES
 from trainers.models.policy_set import PolicySet
 
-#: The handler's socket timeout in these tests (the real one is ``REQUEST_TIMEOUT_S``).
+#: How long the server waits for a request body in these tests (the real one is ``REQUEST_TIMEOUT_S``).
 TEST_TIMEOUT_S = 1.0
 GOOD = {"model": "tiny", "prompt": [5, 6], "max_tokens": 1}
 
@@ -30,14 +30,13 @@ def server(tiny_model_dir):
     config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=4, steps=0, progress=False, tensorboard=False)
     config.validate()
     policies = PolicySet(config.model_spec(), {"assistant": "shared"})
-    with PolicyServer(policies, model_name="tiny", max_new_tokens=4) as running:
-        running.httpd.RequestHandlerClass.timeout = TEST_TIMEOUT_S
+    with PolicyServer(policies, model_name="tiny", max_new_tokens=4, request_timeout=TEST_TIMEOUT_S) as running:
         yield running
 
 
 def exchange(server: PolicyServer, data: bytes, *, wait: float = 10.0) -> tuple[int | None, bytes]:
     """Send ``data`` raw, read the answer until the server closes; (status or None, body)."""
-    with socket.create_connection(server.httpd.server_address[:2], timeout=wait) as sock:
+    with socket.create_connection(server.address, timeout=wait) as sock:
         sock.sendall(data)
         answer = b""
         try:
@@ -54,7 +53,9 @@ def exchange(server: PolicyServer, data: bytes, *, wait: float = 10.0) -> tuple[
 def post(server: PolicyServer, body: bytes, *, path: str = "/v1/completions", length: int | str | None = None,
          wait: float = 10.0) -> tuple[int | None, bytes]:
     announced = len(body) if length is None else length
-    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {announced}\r\n\r\n"
+    # one exchange per connection: without "Connection: close" an HTTP/1.1 server keeps it open
+    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {announced}\r\n\r\n")
     return exchange(server, head.encode() + body, wait=wait)
 
 
@@ -65,7 +66,7 @@ def assert_still_serving(server: PolicyServer) -> None:
 
 def test_the_server_binds_loopback_by_default(server):
     assert build_parser().parse_args(["some-model"]).host == "127.0.0.1"
-    assert server.httpd.server_address[0] == "127.0.0.1"
+    assert server.address[0] == "127.0.0.1"
 
 
 def test_deeply_nested_json_is_a_400_not_a_dropped_connection(server):
@@ -75,11 +76,14 @@ def test_deeply_nested_json_is_a_400_not_a_dropped_connection(server):
     assert_still_serving(server)
 
 
-@pytest.mark.parametrize("length", [2**62, server_module.MAX_BODY_BYTES + 1, -5, "12abc"])
+@pytest.mark.parametrize("length", [2**62, MAX_BODY_BYTES + 1, -5, "12abc"])
 def test_an_absurd_content_length_is_refused_before_reading(server, length):
     # 2**62: BufferedReader.read allocates the announced size up front (MemoryError, no answer)
     status, body = post(server, b"{}", length=length)
-    assert status in (400, 413) and b"Content-Length" in body
+    if isinstance(length, int) and length >= 0:
+        assert status in (400, 413) and b"Content-Length" in body
+    else:  # not a byte count at all: uvicorn's HTTP parser answers before the app sees the request
+        assert status == 400 and b"Invalid HTTP request" in body
     assert_still_serving(server)
 
 
@@ -90,7 +94,7 @@ def test_a_body_shorter_than_announced_times_out_with_408(server):
 
 
 def test_a_client_that_never_sends_its_request_does_not_block_others(server):
-    with socket.create_connection(server.httpd.server_address[:2]) as idle:
+    with socket.create_connection(server.address) as idle:
         idle.sendall(b"POST /v1/completions HTTP/1.1\r\n")  # and nothing more
         assert_still_serving(server)
 

@@ -36,6 +36,7 @@ ENTRY_MODULES = {
     "mgrpo": ["redis", "trainers.algorithms.mgrpo.store"],
     "reasoning-gym": ["reasoning_gym", "pettingllm_envs.bridges.reasoning_gym_env"],
     "textarena": ["textarena", "pettingllm_envs.bridges.textarena_env"],
+    "serve": ["fastapi", "uvicorn", "openai", "trainers.generation.server"],
     "bench": ["pygame"],
     "test": ["pytest", "hypothesis"],
     "verifiers": ["verifiers", "pettingllm_envs.integrations.verifiers_env"],

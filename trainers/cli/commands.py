@@ -26,7 +26,8 @@ MODEL_LIBRARIES = ("torch", "transformers")
 def _model_command(summary: str, parser: str, main: str) -> Command:
     return Command(summary=summary, parser=parser, main=main, needs=MODEL_LIBRARIES, needs_hint=TRAIN_EXTRA,
                    loads_models=True,
-                   user_errors=("trainers.harness.errors:ConfigError", "trainers.models.spec:ModelSpecError"))
+                   user_errors=("trainers.harness.errors:ConfigError", "trainers.models.spec:ModelSpecError",
+                                "trainers.generation.protocol:BackendUnavailable"))
 
 
 TRAIN = _model_command("train LLM policies on an env with AT-GRPO (tree rollouts, per-turn groups)",
@@ -40,8 +41,10 @@ TRAIN_MGRPO = _model_command("M-GRPO on research_v0: main and sub-agent as separ
 SELF_CONSISTENCY = _model_command("evaluate a model: single-sample, majority-of-G, greedy and ensemble accuracy",
                                   "trainers.algorithms.self_consistency:build_parser",
                                   "trainers.algorithms.self_consistency:main")
-SERVE = _model_command("serve a model folder with the trainer's sampler behind an OpenAI-compatible API",
-                       "trainers.generation.server:build_parser", "trainers.generation.server:main")
+SERVE = Command(summary="serve a model folder with the trainer's sampler behind an OpenAI-compatible API",
+                parser="trainers.generation.server:build_parser", main="trainers.generation.server:main",
+                needs=(*MODEL_LIBRARIES, "fastapi", "uvicorn"), needs_hint=extra_hint("serve"), loads_models=True,
+                user_errors=("trainers.harness.errors:ConfigError", "trainers.models.spec:ModelSpecError"))
 
 
 # ---------------------------------------------------------------- tiny-model

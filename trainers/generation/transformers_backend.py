@@ -18,7 +18,7 @@ nothing to do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,11 +34,15 @@ from trainers.models.policy_set import PolicySet
 if TYPE_CHECKING:
     from trainers.generation.factory import GeneratorOptions
 
+#: ``on_step(tokens, token_logprobs, logprob_table)`` of :func:`generate`: the rows to end now.
+StepHook = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Sequence[int]]
+
 
 @torch.inference_mode()
 def generate(policies: PolicySet, name: str, prompts: Sequence[Sequence[int]], n: int, *,
              seeds: Sequence[int] | None = None, temperature: float | None = None,
-             max_new_tokens: int | None = None, shared_prefix: bool | None = None) -> list[Generation]:
+             max_new_tokens: int | None = None, shared_prefix: bool | None = None,
+             on_step: StepHook | None = None) -> list[Generation]:
     """Sample ``n`` completions of every prompt by policy ``name`` of ``policies`` in one batched
     call (prompt-major order: prompt 0's n completions first).
 
@@ -55,7 +59,11 @@ def generate(policies: PolicySet, name: str, prompts: Sequence[Sequence[int]], n
     keeps everything on the device: the only host sync per token is the "all rows finished?" test,
     and token ids and log-probs are copied back once at the end. Tokens are drawn with one uniform
     per row (:func:`sample_categorical`). Forwards run in the compute dtype
-    (:meth:`~trainers.models.policy_set.PolicySet.autocast`)."""
+    (:meth:`~trainers.models.policy_set.PolicySet.autocast`).
+
+    ``on_step`` (the server's streaming, stop strings and cancellation) is called after every step
+    with the step's tokens, their log-probs and the whole log-prob table (rows x vocabulary); the
+    rows it returns end there, their last token included. It costs a host sync per token."""
     check_seeds(prompts, n, seeds)
     temperature = policies.spec.temperature if temperature is None else temperature
     budget = policies.spec.max_new_tokens if max_new_tokens is None else max_new_tokens
@@ -66,6 +74,7 @@ def generate(policies: PolicySet, name: str, prompts: Sequence[Sequence[int]], n
     finished = torch.zeros(len(rows), dtype=torch.bool, device=policies.device)
     tokens: list[torch.Tensor] = []
     logps: list[torch.Tensor] = []
+    cuts: dict[int, int] = {}  # row -> completion length, for the rows on_step ended
     with policies.active(name) as model, policies.autocast():
         decoder = decoder_for(model, rows, pad_id=policies.pad_id, device=policies.device, budget=budget,
                               shared_prefix=shared_prefix)
@@ -82,16 +91,24 @@ def generate(policies: PolicySet, name: str, prompts: Sequence[Sequence[int]], n
             tokens.append(token)
             logps.append(logp_all.gather(1, token[:, None]).squeeze(1))
             finished = finished | torch.isin(token, eos)
+            if on_step is not None:
+                for row in on_step(token, logps[-1], logp_all):
+                    cuts.setdefault(row, step + 1)
+                    finished[row] = True
             if len(tokens) == budget or bool(finished.all()):
                 break
             logits = decoder.step(token)
-    token_rows = torch.stack(tokens, dim=1).tolist()
-    logp_rows = torch.stack(logps, dim=1).tolist()
+    return _generations(policies, rows, torch.stack(tokens, dim=1).tolist(), torch.stack(logps, dim=1).tolist(), cuts)
+
+
+def _generations(policies: PolicySet, rows: Sequence[list[int]], token_rows: Sequence[list[int]],
+                 logp_rows: Sequence[list[float]], cuts: dict[int, int]) -> list[Generation]:
+    """Each row's completion: up to its first stop id, included (the model learns to stop), or its cut."""
     eos_ids = set(policies.eos_ids)
     generations = []
-    for row, token_row, logp_row in zip(rows, token_rows, logp_rows, strict=True):
-        # the eos is part of the completion: the model learns to stop
+    for index, (row, token_row, logp_row) in enumerate(zip(rows, token_rows, logp_rows, strict=True)):
         length = next((t + 1 for t, tok in enumerate(token_row) if tok in eos_ids), len(token_row))
+        length = min(length, cuts.get(index, length))
         completion = token_row[:length]
         text = policies.tokenizer.decode(completion, skip_special_tokens=True)
         generations.append(Generation(row, completion, logp_row[:length], text))
