@@ -30,6 +30,7 @@ import sys
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, TextIO
 
 from pettingzoo import AECEnv
@@ -120,6 +121,9 @@ def build_policy(spec: str, env_id: str, mode: str, max_tokens: int, seed: int,
         complete: Callable[[Messages], str] = client.complete
         multi: Policy = client
     elif spec.startswith("hf:") and spec[3:]:
+        if not Path(spec[3:]).is_dir():
+            raise ValueError(f"seat spec {spec!r}: the model folder {spec[3:]} does not exist (hf: takes a local "
+                             "Hugging Face causal LM folder, e.g. one written by pettingllm tiny-model)")
         complete = model_completer("hf", spec[3:], max_tokens, usage)
 
         def multi(observation: str, agent: str, info: dict[str, Any]) -> str:

@@ -100,3 +100,10 @@ def test_every_role_that_is_not_a_learner_needs_a_seat():
         SeatedEpisode(make("plan_path_v0"), {}, ["planner"])
     with pytest.raises(ValueError, match="learners must be roles"):
         SeatedEpisode(make("plan_path_v0"), {"tool": scripted_policy("plan_path_v0")}, ["pilot"])
+
+
+def test_an_hf_seat_on_a_missing_folder_says_the_folder_does_not_exist(tmp_path):
+    # was transformers' "Repo id must use alphanumeric chars ..." for a path that is not there
+    missing = tmp_path / "nonexistent"
+    with pytest.raises(ValueError, match=f"{missing} does not exist"):
+        make_seat(f"hf:{missing}", "tictactoe_v0")
