@@ -237,7 +237,7 @@ class PettingLLMEnvironment(Environment[PettingLLMAction, PettingLLMObservation,
     def step(self, action: PettingLLMAction, timeout_s: float | None = None, **kwargs: Any) -> PettingLLMObservation:
         episode = self.shared
         if episode is None:
-            raise RuntimeError("the episode is over (or never started): reset first")
+            raise EpisodeNotStarted(NOT_STARTED)
         with episode.changed:
             if episode.error is None:
                 if episode.episode.agent not in self.learners:
@@ -356,16 +356,33 @@ def forfeit(episode: SeatedEpisode, absent: Collection[str], env_id: str) -> dic
     return paid  # the copy is not closed: it may share what the env holds (a sandbox, a dataset)
 
 
+#: The answer to a step without an episode; over plain HTTP every /step is one (each request gets a new env).
+NOT_STARTED = ("the episode is over (or never started): reset first. HTTP /reset and /step are stateless (each "
+               "request gets a new env): play an episode over the WebSocket session (/ws, OpenEnv's EnvClient)")
+
+
+class EpisodeNotStarted(RuntimeError):
+    """A step with no episode to step (HTTP 409 from :func:`openenv_app`)."""
+
+
 def openenv_app(env_id: str, *, allowed_seats: Collection[str] = SAFE_SEATS, max_concurrent_envs: int = 8,
                 join_timeout_s: float = 20.0, turn_timeout_s: float = 30.0, **env_config: Any) -> Any:
     """The FastAPI app serving ``env_id`` (``env_config``: keyword arguments of ``pettingllm_envs.make``);
     its sessions share one :class:`EpisodeTable` (module docstring for the timeouts)."""
+    from fastapi.responses import JSONResponse
+
     table = EpisodeTable()
-    return create_app(lambda: PettingLLMEnvironment(env_id, allowed_seats=allowed_seats, table=table,
-                                                    join_timeout_s=join_timeout_s, turn_timeout_s=turn_timeout_s,
-                                                    **env_config),
-                      PettingLLMAction, PettingLLMObservation, env_name=f"pettingllm_{env_id}",
-                      max_concurrent_envs=max_concurrent_envs, state_cls=PettingLLMState)
+    app = create_app(lambda: PettingLLMEnvironment(env_id, allowed_seats=allowed_seats, table=table,
+                                                   join_timeout_s=join_timeout_s, turn_timeout_s=turn_timeout_s,
+                                                   **env_config),
+                     PettingLLMAction, PettingLLMObservation, env_name=f"pettingllm_{env_id}",
+                     max_concurrent_envs=max_concurrent_envs, state_cls=PettingLLMState)
+
+    async def not_started(request: Any, error: Exception) -> JSONResponse:
+        return JSONResponse({"detail": str(error)}, status_code=409)
+
+    app.add_exception_handler(EpisodeNotStarted, not_started)
+    return app
 
 
 class PettingLLMClient(EnvClient[PettingLLMAction, PettingLLMObservation, PettingLLMState]):

@@ -448,3 +448,24 @@ def test_a_silent_session_forfeits_and_the_present_one_keeps_what_it_was_paid(en
         assert "abandoned" in final.metadata["error"] and paid[role] == pytest.approx(at_abort[role])
     honest, _, _ = reference(env_id, dict.fromkeys(roles, oracle))
     assert returns[silent] < min(honest[silent], at_abort[silent])  # silence pays less than answering
+
+
+def test_a_plain_http_step_after_reset_is_a_4xx_saying_http_is_stateless(base_url):
+    # /reset and /step over plain HTTP each get a new env: the step has no episode (was: 500)
+    import json
+    import urllib.error
+    import urllib.request
+
+    def post(path: str, body: dict) -> tuple[int, str]:
+        request = urllib.request.Request(base_url + path, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    assert post("/reset", {})[0] == 200
+    status, body = post("/step", {"action": {"text": "anything"}})
+    assert 400 <= status < 500, (status, body)
+    assert "the episode is over (or never started): reset first" in body and "WebSocket" in body
