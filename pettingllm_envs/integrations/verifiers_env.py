@@ -36,7 +36,8 @@ command, put a two-line module on the path::
     __all__ = define("plan_path_v0", globals())
 
 and run ``PYTHONPATH=. vf-eval pettingllm_plan_path -m MODEL --client.base-url URL --no-push`` (per-role
-options as ``--env.<role>.sampling.max-tokens``, seats as ``--env.seats '{"tool": "scripted"}'``).
+options as ``--env.<role>.sampling.max-tokens``, a role's own client as ``--env.<role>.client.base-url``,
+seats as ``--env.seats '{"tool": "scripted"}'``).
 verifiers needs no torch, so this stays in the env package.
 """
 
@@ -118,6 +119,24 @@ class PettingLLMEnvConfigBase(vf.EnvConfig):
     the role's return, per-turn rewards as metrics."""
     seat_max_tokens: int = pydantic.Field(1024, ge=1)
     """Reply budget of model seats (``openai:``/``hf:``)."""
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _role_clients_default_to_chat(cls, data: Any) -> Any:
+        """A role's ``client`` without ``type`` is verifiers' chat client (``eval``), as the top-level
+        ``--client`` is; verifiers itself rejects it with ``Unable to extract tag using discriminator
+        'type'`` (``--env.<role>.client.type train`` still picks the train client)."""
+        if not isinstance(data, dict):
+            return data
+        roles = set(cls.model_fields) - set(PettingLLMEnvConfigBase.model_fields)
+        return {key: _with_client_type(value) if key in roles else value for key, value in data.items()}
+
+
+def _with_client_type(agent: Any) -> Any:
+    """``agent`` (one role's ``AgentConfig`` input) with its ``client`` typed ``eval`` where untyped."""
+    if isinstance(agent, dict) and isinstance(agent.get("client"), dict) and "type" not in agent["client"]:
+        return {**agent, "client": {"type": "eval", **agent["client"]}}
+    return agent
 
 
 def _split_system(messages: list[dict[str, str]]) -> tuple[str | None, list[dict[str, str]]]:

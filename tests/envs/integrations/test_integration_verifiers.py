@@ -168,3 +168,19 @@ def test_the_train_client_puts_the_sampled_token_ids_and_log_probs_on_every_trac
         assert completion == call["completion_ids"] and completion
         assert sampled.logprobs == pytest.approx(call["logprobs"])
         assert [i for node in trace.nodes for i in node.token_ids] == call["prompt_ids"] + call["completion_ids"]
+
+
+@pytest.mark.slow
+def test_a_role_client_given_without_a_type_is_the_chat_client(server, tmp_path):
+    """``--env.<role>.client.base-url URL`` alone (verifiers rejects an untyped client with ``Unable to
+    extract tag using discriminator 'type'``): each role plays through its own client, the top-level
+    client points nowhere."""
+    role_client = {"base_url": server.base_url, "api_key_var": "PETTINGLLM_VF_API_KEY"}
+    config = eval_config("tictactoe_v0", model="tiny", base_url="http://127.0.0.1:9/v1", output_dir=str(tmp_path),
+                         max_tokens=24, taskset={"env_config": ENV_CONFIG},
+                         agents={"player_x": {"client": role_client}, "player_o": {"client": role_client}})
+    assert config.env.player_x.client.type == "eval"
+    (episode,) = asyncio.run(run_eval(config))
+    assert episode.ok, episode.errors
+    assert {t.agent.name for t in episode.traces} == {"player_x", "player_o"}
+    assert all(t.num_output_tokens > 0 for t in episode.traces)
