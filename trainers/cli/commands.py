@@ -55,12 +55,29 @@ def tiny_model_parser(prog: str = "pettingllm tiny-model") -> argparse.ArgumentP
                             "learns nothing useful.")
     parser.add_argument("out_dir", help="folder to write (created)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights")
+    parser.add_argument("--tools", action="store_true",
+                        help="a tool-calling model for TRL's environment_factory: TRL's Qwen3 chat template (it "
+                        "renders tool calls) and a generation config under which every reply is one call "
+                        "act(action=<one of --actions>)")
+    parser.add_argument("--actions", nargs="+", metavar="ACTION",
+                        help="with --tools: the candidate actions (default: the right answers of math_v0's train "
+                        "problems 0 and 1 and a wrong one)")
     return parser
 
 
 def tiny_model_main(argv: Sequence[str]) -> int:
-    """``pettingllm tiny-model OUT_DIR [--seed S]``."""
+    """``pettingllm tiny-model OUT_DIR [--seed S] [--tools [--actions A ...]]``."""
     args = tiny_model_parser().parse_args(argv)
+    if args.actions is not None and not args.tools:
+        raise UsageError("--actions are the tool calls of a --tools model: add --tools")
+    if args.tools:
+        require(["trl"], extra_hint("trl"))
+        from trainers.integrations.tiny_tool_model import ACTIONS, write_tiny_tool_model
+
+        write_tiny_tool_model(args.out_dir, actions=args.actions or ACTIONS, seed=args.seed)
+        print(f"wrote a tiny tool-calling model to {args.out_dir}: TRL's Qwen3 chat template, every reply one "
+              f"call act(action=...) (random weights: for smoke runs and tests)")
+        return 0
     from trainers.models.tiny_model import write_tiny_model
 
     path = write_tiny_model(args.out_dir, seed=args.seed)
