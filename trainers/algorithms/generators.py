@@ -14,6 +14,7 @@ from pathlib import Path
 from trainers.algorithms.atgrpo.config import TrainConfig
 from trainers.generation.factory import GeneratorOptions, build_backend
 from trainers.generation.protocol import Generator
+from trainers.generation.vllm_cpu import engine_dtype_choice
 from trainers.models.policy_set import PolicySet
 
 
@@ -28,6 +29,17 @@ def generator_options(config: TrainConfig) -> GeneratorOptions:
         openai_base_url=config.openai_base_url,
         openai_model=config.openai_model, openai_concurrency=config.openai_concurrency,
         require_logprobs=config.steps > 0 and config.uses_truncated_is())
+
+
+def generation_choices(config: TrainConfig) -> dict[str, str]:
+    """What the generation backend chooses from the machine for this config, for the run's records:
+    the vLLM engine's dtype and why (:func:`~trainers.generation.vllm_cpu.engine_dtype_choice`, the
+    choice the engine starts with); nothing for the other backends."""
+    if config.generation_backend != "vllm":
+        return {}
+    options = generator_options(config)
+    choice = engine_dtype_choice(options.vllm_dtype, options.dtype)
+    return {"vllm_dtype": choice.dtype, "vllm_dtype_reason": choice.reason}
 
 
 def build_generator(config: TrainConfig, policies: PolicySet, *, checkpoint: Path | None = None) -> Generator:

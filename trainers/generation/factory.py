@@ -51,7 +51,8 @@ class GeneratorOptions:
     vllm_enforce_eager: bool = False
     """Run a vLLM engine without compilation or graph capture (faster start, slower generation)."""
     vllm_dtype: str = ""
-    """A vLLM engine's compute dtype; empty: ``dtype``."""
+    """A vLLM engine's compute dtype; empty or ``auto``: chosen for the device
+    (:func:`~trainers.generation.vllm_cpu.choose_engine_dtype`)."""
     openai_base_url: str = ""
     """Server root including ``/v1`` (``openai``)."""
     openai_model: str = ""

@@ -52,7 +52,7 @@ import shutil
 import tempfile
 import typing
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,12 @@ import torch
 
 from trainers.generation.backends import BACKENDS
 from trainers.generation.protocol import BackendUnavailable, Generation, LogprobSource, check_seeds
+from trainers.generation.vllm_cpu import (
+    cpu_attention_head_sizes,
+    engine_dtype_choice,
+    head_size_refusal,
+    model_head_size,
+)
 from trainers.generation.vllm_weights import write_adapter, write_state
 from trainers.generation.vllm_worker import WeightSync
 
@@ -110,12 +116,26 @@ def import_engine() -> tuple[Any, Any, Any]:
     return LLM, SamplingParams, LoRARequest
 
 
+def check_head_size(model_path: str) -> None:
+    """On vLLM's CPU platform, :class:`BackendUnavailable` in one line before the engine starts when
+    its attention does not support the model's head size (:func:`~trainers.generation.vllm_cpu.head_size_refusal`)."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return
+    refusal = head_size_refusal(model_path, model_head_size(model_path), cpu_attention_head_sizes())
+    if refusal is not None:
+        raise BackendUnavailable(refusal)
+
+
 @dataclass(frozen=True)
 class EngineOptions:
     """How the engine is started (the model aside)."""
 
-    dtype: str = "bfloat16"
-    """Engine compute dtype; weights pushed by a sync are cast to it."""
+    dtype: str = field(default_factory=lambda: engine_dtype_choice("auto", "float32").dtype)
+    """Engine compute dtype; weights pushed by a sync are cast to it. By default what this machine
+    runs fast beside a float32 trainer (:func:`~trainers.generation.vllm_cpu.engine_dtype_choice`;
+    a run's: :func:`engine_options`)."""
     seed: int = 0
     """The engine's own random stream (requests with seeds do not use it)."""
     max_model_len: int | None = None
@@ -160,8 +180,11 @@ class EngineOptions:
 
 def engine_options(options: GeneratorOptions, *, lora_rank: int) -> EngineOptions:
     """The engine options of a run's generator options; ``lora_rank`` > 0: policies are served as
-    adapters of that rank (0 and unset fields: vLLM's defaults)."""
-    return EngineOptions(dtype=options.vllm_dtype or options.dtype, seed=options.seed,
+    adapters of that rank (0 and unset fields: vLLM's defaults). The dtype is
+    :func:`~trainers.generation.vllm_cpu.engine_dtype_choice`'s: ``vllm_dtype`` when set, else
+    what the device runs fast."""
+    dtype = engine_dtype_choice(options.vllm_dtype, options.dtype).dtype
+    return EngineOptions(dtype=dtype, seed=options.seed,
                          gpu_memory_utilization=options.vllm_gpu_memory_utilization,
                          max_model_len=options.vllm_max_model_len or None,
                          kv_cache_gib=options.vllm_kv_cache_gib or None,
@@ -218,6 +241,7 @@ class VLLMGenerator:
             raise ValueError(f"one engine serves {len(policies)} policies only as LoRA adapters on its base "
                              "(max_lora_rank > 0); full fine-tuning needs one engine per policy")
         llm_class, self._sampling_params, self._lora_request = import_engine()
+        check_head_size(model_path)
         self.policies = tuple(policies)
         self.options = options
         self.temperature = temperature

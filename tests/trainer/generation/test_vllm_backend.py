@@ -41,17 +41,19 @@ TOY = "toy_bytes_v0"
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    from trainers.models.tiny_model import write_tiny_model
-
-    return write_tiny_model(tmp_path_factory.mktemp("tiny"), hidden_size=128)
+def tiny(tiny_model_dir):
+    """The model ``pettingllm tiny-model`` writes (the session's, tests/conftest.py): the engine tests
+    run what a user makes."""
+    return tiny_model_dir
 
 
 def toy_config(model, run_dir, **overrides) -> TrainConfig:
+    """A toy run; its engine computes in float32 whatever the CPU (``vllm_dtype: auto`` would choose
+    bfloat16 on one with bfloat16 units), since the tests bound its gap to the trainer at float32's."""
     half = "".join(chr(c) for c in range(128))
     values = {"env": TOY, "model": str(model), "run_dir": str(run_dir), "max_new_tokens": 2, "problems_per_step": 2,
               "n_samples": 4, "lr": 5e-2, "progress": False, "tensorboard": False, "eval_every": 0,
-              "env_kwargs": {"targets": {"first": half, "second": half}}}
+              "vllm_dtype": "float32", "env_kwargs": {"targets": {"first": half, "second": half}}}
     values.update(overrides)
     return TrainConfig(**values)
 
@@ -83,10 +85,12 @@ def test_the_seed_state_is_checkpointed_and_restored(toy, tiny, tmp_path):
 
     trainer = Trainer(toy_config(tiny, tmp_path, steps=1, checkpoint_every=1))
     trainer.train()
-    trainer.request_seeds.next_call(2, 4)  # mid-step position: after step 0's two agent calls (toy: 2 roles), call 3
+    # mid-step position: after step 0's three calls (the first role's branches, the second role's
+    # continuations of the first's other branches, the second role's branches), call 4
+    trainer.request_seeds.next_call(2, 4)
     trainer.save_checkpoint()
     state = json.loads((trainer.latest_checkpoint() / "state.json").read_text())["request_seeds"]
-    assert state == {"base_seed": 0, "stream": "train", "step": 0, "call": 3}
+    assert state == {"base_seed": 0, "stream": "train", "step": 0, "call": 4}
     resumed = Trainer(toy_config(tiny, tmp_path, steps=2, resume=True))
     assert resumed.request_seeds.state_dict() == trainer.request_seeds.state_dict()
     assert resumed.request_seeds.next_call(2, 4) == trainer.request_seeds.next_call(2, 4)
@@ -112,7 +116,8 @@ def test_the_configs_engine_options_reach_the_engine():
     from trainers.generation.vllm_backend import engine_options
 
     config = TrainConfig(model="m", generation_backend="vllm", regime="per_role", vllm_max_model_len="384",
-                         vllm_kv_cache_gib="0.5", vllm_enforce_eager="true", dtype="float32", seed=3)
+                         vllm_kv_cache_gib="0.5", vllm_enforce_eager="true", dtype="bfloat16", seed=3,
+                         vllm_dtype="float32")
     config.validate()
     options = engine_options(generator_options(config), lora_rank=0)
     assert options == EngineOptions(dtype="float32", seed=3, max_model_len=384, kv_cache_gib=0.5, enforce_eager=True)
@@ -123,27 +128,6 @@ def test_the_configs_engine_options_reach_the_engine():
     for field in ("vllm_max_model_len", "vllm_kv_cache_gib"):
         with pytest.raises(ConfigError, match=field):
             TrainConfig(model="m", **{field: -1}).validate()
-
-
-def test_the_engine_dtype_is_the_trainers_unless_vllm_dtype_says_otherwise():
-    """vllm_dtype ``auto`` gives the engine the trainer's dtype; ``bfloat16`` beside a float32
-    trainer reaches ``vllm.LLM`` as the engine's dtype alone (the trainer stays float32)."""
-    from trainers.algorithms.generators import generator_options
-    from trainers.generation.vllm_backend import engine_options
-
-    def engine_dtype(**fields: str) -> str:
-        config = TrainConfig(model="m", generation_backend="vllm", **fields)
-        config.validate()
-        return engine_options(generator_options(config), lora_rank=0).engine_kwargs(adapters=1)["dtype"]
-
-    assert engine_dtype(dtype="float32") == "float32"
-    assert engine_dtype(dtype="bfloat16", vllm_dtype="auto") == "bfloat16"
-    assert engine_dtype(dtype="float32", vllm_dtype="bfloat16") == "bfloat16"
-    config = TrainConfig(model="m", dtype="float32", vllm_dtype="bfloat16")
-    config.validate()
-    assert config.model_spec().dtype == "float32"
-    with pytest.raises(ConfigError, match="vllm_dtype"):
-        TrainConfig(model="m", vllm_dtype="bf16").validate()
 
 
 # ------------------------------------------------------------- LoRA resume
@@ -351,6 +335,7 @@ def test_per_role_training_serves_each_role_its_own_policy(toy, tiny, tmp_path, 
         for engine in engines:
             model_config = engine.llm.llm_engine.vllm_config.model_config
             assert model_config.max_model_len == 256 and model_config.enforce_eager
+            assert model_config.dtype == torch.float32  # vllm_dtype's, whatever the CPU would choose
         history = trainer.train()
         assert all(abs(m["tis/weight_mean"] - 1) < 1e-4 for m in history), [m["tis/weight_mean"] for m in history]
         gaps = engine_matches_each_policy(trainer)

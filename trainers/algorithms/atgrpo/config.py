@@ -305,12 +305,14 @@ class TrainConfig(PolicyConfig):
     """Run the vLLM engine eagerly, without torch.compile or CUDA graphs: it starts in seconds
     rather than minutes and generates slower (short runs, tests, debugging)."""
     vllm_dtype: VLLMDtype = "auto"
-    """Compute dtype of the vLLM engine; ``auto``: the trainer's ``dtype``. ``bfloat16`` beside a
-    float32 trainer is the usual GPU setup: half the engine's memory and memory traffic, while the
-    trainer's weights and update stay float32. The engine's log-probs then differ from the
-    trainer's by more than float32 rounding, which truncated IS (``importance_sampling``) corrects
-    for. On a CPU without bfloat16 instructions (AVX512-BF16, AMX) vLLM runs bfloat16 slower than
-    float32 (docs/benchmarks/trainer.md)."""
+    """Compute dtype of the vLLM engine; ``auto``: on CUDA the trainer's ``dtype``, on a CPU
+    ``bfloat16`` where it has bfloat16 units (AVX512-BF16 or AMX) and ``float32`` otherwise, where
+    vLLM runs bfloat16 slower than float32 (docs/benchmarks/trainer.md); each start of a run records
+    the choice and why in ``history.jsonl`` (:mod:`trainers.generation.vllm_cpu`). ``bfloat16``
+    beside a float32 trainer is the usual GPU setup: half the engine's memory and memory traffic,
+    while the trainer's weights and update stay float32. The engine's log-probs then differ from
+    the trainer's by more than float32 rounding, which truncated IS (``importance_sampling``)
+    corrects for."""
     importance_sampling: ImportanceSampling = "auto"
     """Correction for the generation engine's log-probs differing from the trainer's
     (:mod:`trainers.maths.importance_sampling`): ``truncated`` weighs every token's policy-gradient

@@ -29,7 +29,7 @@ import pettingllm_envs
 from pettingllm_envs.cli.checks import check_env_config, check_model
 from trainers.algorithms.atgrpo.config import TrainConfig
 from trainers.algorithms.atgrpo.options import load_run_config
-from trainers.algorithms.generators import build_generator
+from trainers.algorithms.generators import build_generator, generation_choices
 from trainers.generation import Generation, Generator
 from trainers.harness.errors import ConfigError
 from trainers.harness.profile import TOKENS_GENERATED, TOKENS_TRAINED, StepProfile, timed_rollout
@@ -118,8 +118,9 @@ class Trainer:
         start_logs(self.run_dir, logs, resume=config.resume, overwrite=config.overwrite, step=self.step)
         self.generator = self.make_generator(checkpoint)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.chosen = generation_choices(config)
         record_start(self.run_dir, config_json(config), resume=config.resume, step=self.step, to_step=config.steps,
-                     changed=changed_on_resume)
+                     changed=changed_on_resume, chosen=self.chosen)
         self.tensorboard = self._tensorboard()
         self.profile = StepProfile(self.run_dir, config.profile, resume=config.resume)
 
