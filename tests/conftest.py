@@ -81,23 +81,39 @@ def _process_state_is_left_as_found():
     assert not changed, f"the test changed process-wide torch state (before, after): {changed}"
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    """A local Ray with 8 logical CPUs (actors reserve logical CPUs; CI has 2 cores) whose
-    workers can import the tests' envs (``tests/`` on their path), and the toy envs
-    registered in this process for the module's tests (rollout workers get the registry
-    entries through ``trainers.distributed.rollout.EnvFactory``)."""
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray for the whole session (a start costs 10-20 s on 2 cores), with 8 logical
+    CPUs (actors reserve logical CPUs; CI has 2 cores) and workers that can import the tests'
+    envs and test classes (``tests/`` and its test folders on their path). Under pytest-xdist
+    every test that uses it runs on one worker (``xdist_group("ray")``, see
+    :func:`pytest_collection_modifyitems`), so one Ray serves them all."""
     ray = pytest.importorskip("ray")
-    from pettingllm_envs.registry import ENV_MODULES
-
     if ray.is_initialized():
         ray.shutdown()
     ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": ray_worker_pythonpath()}})
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(ray_session):
+    """The session's Ray, with the toy envs registered in this process for the module's tests
+    (rollout workers get the registry entries through ``trainers.distributed.rollout.EnvFactory``)."""
+    from pettingllm_envs.registry import ENV_MODULES
+
     added = {"toy_bytes_v0": "toy_env", "stalling_toy_v0": "stalling_env"}
     for env_id, module in added.items():
         ENV_MODULES.setdefault(env_id, module)
-    yield ray
+    yield ray_session
     for env_id in added:
         ENV_MODULES.pop(env_id, None)
-    ray.shutdown()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``--dist loadgroup``), the tests that use the session's Ray share one
+    worker: one Ray start instead of one per worker, and no two Rays competing for 2 cores."""
+    for item in items:
+        if "ray_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("ray"))

@@ -119,10 +119,10 @@ def test_the_problem_reference_names_the_problem_never_its_answer():
 
 
 @pytest.mark.slow
-def test_oracle_play_works_in_a_ray_worker(dataset_file):
+def test_oracle_play_works_in_a_ray_worker(dataset_file, ray_session):
     """The oracle answers from a Ray worker for envs played here, and plays a pickled, already
     reset episode to the end there."""
-    import ray
+    ray = ray_session
 
     def oracle_action(env_id: str, observation: Any, agent: str, info: dict[str, Any]) -> str:
         return scripted_policy(env_id)(observation, agent, info)
@@ -135,24 +135,17 @@ def test_oracle_play_works_in_a_ray_worker(dataset_file):
             env.step(None if terminated or truncated else policy(observation, agent, info))
         return env.unwrapped.is_success()
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        remote_oracle, finish = ray.remote(oracle_action), ray.remote(finish_with_the_oracle)
-        cases = [("math_v0", {}), ("math_v0", {"dataset": dataset_file}),
-                 ("reasoning_gym_v0", REASONING_GYM_CONFIGS[0]), ("reasoning_gym_v0", REASONING_GYM_CONFIGS[1])]
-        for env_id, config in cases:
-            def act(observation: Any, agent: str, info: dict[str, Any], env_id: str = env_id) -> str:
-                return ray.get(remote_oracle.remote(env_id, observation, agent, info))
+    remote_oracle, finish = ray.remote(oracle_action), ray.remote(finish_with_the_oracle)
+    cases = [("math_v0", {}), ("math_v0", {"dataset": dataset_file}),
+             ("reasoning_gym_v0", REASONING_GYM_CONFIGS[0]), ("reasoning_gym_v0", REASONING_GYM_CONFIGS[1])]
+    for env_id, config in cases:
+        def act(observation: Any, agent: str, info: dict[str, Any], env_id: str = env_id) -> str:
+            return ray.get(remote_oracle.remote(env_id, observation, agent, info))
 
-            assert all(episode.success for episode in _play(env_id, config, act, range(3))), (env_id, config)
-            started = []
-            for seed in range(3):
-                env = pettingllm_envs.make(env_id, **config)
-                env.reset(seed=seed)
-                started.append(env)
-            assert ray.get([finish.remote(env_id, env) for env in started]) == [True] * 3, (env_id, config)
-    finally:
-        if started_here:
-            ray.shutdown()
+        assert all(episode.success for episode in _play(env_id, config, act, range(3))), (env_id, config)
+        started = []
+        for seed in range(3):
+            env = pettingllm_envs.make(env_id, **config)
+            env.reset(seed=seed)
+            started.append(env)
+        assert ray.get([finish.remote(env_id, env) for env in started]) == [True] * 3, (env_id, config)

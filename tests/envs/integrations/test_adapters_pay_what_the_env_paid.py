@@ -157,17 +157,13 @@ def test_one_client_playing_every_role_is_paid_each_roles_return(env_id):
 
 
 @pytest.mark.slow
-def test_ray_episodes_pay_each_role_its_return():
-    ray = pytest.importorskip("ray")
+def test_ray_episodes_pay_each_role_its_return(ray_session):
     from pettingllm_envs.integrations.ray_backend import RayBackend
 
     env_ids = ["code_v0", "math_v0", "tictactoe_v0"]  # roles paid before they act; a zero-sum game
-    started_here = not ray.is_initialized()
-    with RayBackend(num_workers=1, num_cpus=2, include_dashboard=False, log_to_driver=False) as backend:
+    with RayBackend(num_workers=1) as backend:
         played = {env_id: backend.play_episodes(env_id, policies(env_id, "random"), [SEED], **CONFIG)[0]
                   for env_id in env_ids}
-    if started_here:
-        ray.shutdown()
     for env_id, episode in played.items():
         returns, success = aec_reference(env_id, policies(env_id, "random"))
         assert {role: episode.total_reward(role) for role in returns} == pytest.approx(returns)

@@ -18,13 +18,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def backend():
-    """A local Ray with 2 CPUs (CI's size) and one actor per CPU."""
-    started_here = not ray.is_initialized()
-    with RayBackend(num_cpus=2, include_dashboard=False, log_to_driver=False) as backend:
+def backend(ray_session):
+    """Two actors (CI's 2 cores) on the session's Ray."""
+    with RayBackend(num_workers=2) as backend:
         yield backend
-    if started_here:
-        ray.shutdown()
 
 
 def _same(remote, local) -> bool:
