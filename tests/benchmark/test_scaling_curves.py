@@ -79,7 +79,9 @@ class Text:
 
 def test_a_tree_node_costs_n_minus_one_deep_copies_and_the_samples_do_not_change():
     """The live state is the last branch: N - 1 copies per node, not N, with the same samples and selection
-    as N copies (the reference below copies for every branch)."""
+    as N copies (the reference below copies for every branch). The continuations that value every
+    branch (trainers/rollout/continuation.py) add one copy per node whose next mover is another
+    trained role: the selected branch is played forward on a copy, its siblings on themselves."""
     texts = ["x", "7", "y", "3"]
 
     def sampler(agent, prompts, n):
@@ -88,7 +90,8 @@ def test_a_tree_node_costs_n_minus_one_deep_copies_and_the_samples_do_not_change
     envs = CountingCopies()
     result = tree_rollout(envs, [0, 1], 4, sampler)
     nodes = 2 * 2 * 2  # problems x roles x turns
-    assert envs.copies == nodes * 3
+    continued_on_a_copy = 2 * 3  # per problem every node but the last, after which the episode is over
+    assert envs.copies == nodes * 3 + continued_on_a_copy
     reference_envs = CountingCopies()
     reference = tree_rollout(lambda: AlwaysCopied(reference_envs()), [0, 1], 4, sampler)
     assert [(s.problem, s.agent, s.turn, s.branch, s.text, s.reward, s.selected, s.messages) for s in result.samples] \

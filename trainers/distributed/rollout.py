@@ -14,9 +14,12 @@ the continuations waiting for a trained role, the controller makes one batched c
 completion each per role to move and sends the texts back. Samples, groups and advantages are
 therefore the local path's for the same seeds.
 
-**Failures.** Every call waits at most ``call_timeout_s``. A worker that died or did not
-answer is killed and replaced by a new actor on its bundle, to which the controller sends again
-every call its predecessor answered in this rollout (the reset, the expansions with their texts,
+**Failures.** Every call waits at most ``call_timeout_s``, once the worker is up: a new actor's
+process start (its creation task: a process, imports, the env factory) is waited for up to
+:data:`WORKER_START_TIMEOUT_S`, since on a loaded machine it takes longer than a call that is sized
+to catch a hung env step (a 4 s ``call_timeout_s`` timed out a replacement's start on 2 busy cores).
+A worker that died or did not answer is killed and replaced by a new actor on its bundle, to which the
+controller sends again every call its predecessor answered in this rollout (the reset, the expansions with their texts,
 the continuations' actions: env steps are deterministic given the problem's seed and the actions,
 PettingZoo's ``seed_test``, so its live states and continuations are the lost ones); the failed
 call is then sent again, so the step completes with the same samples. More than ``max_worker_restarts``
@@ -36,6 +39,9 @@ from trainers.distributed.cluster import ActorFailed, Slot, get, import_ray, kil
 from trainers.distributed.config import DistributedConfig
 from trainers.rollout.continuation import Waiting
 from trainers.rollout.episodes import Completion, Expansion, LocalTree, Node, RolloutResult
+
+#: Longest wait for a new rollout worker to start (see the module docstring).
+WORKER_START_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -123,12 +129,19 @@ class RolloutPool:
         self.slots = list(slots)
         self.env_fn = env_fn
         self.workers = [self._spawn(slot) for slot in self.slots]
+        self.wait_started(self.workers)
         self.restarts = 0
         """Workers replaced in the current rollout."""
 
     def _spawn(self, slot: Slot) -> Any:
         ray = import_ray()
         return ray.remote(RolloutWorker).options(**slot.options(), max_restarts=0).remote(self.env_fn)
+
+    @staticmethod
+    def wait_started(workers: Sequence[Any]) -> None:
+        """Wait until ``workers`` (new actors) have started, up to :data:`WORKER_START_TIMEOUT_S`."""
+        get([worker.__ray_ready__.remote() for worker in workers], WORKER_START_TIMEOUT_S,
+            "rollout workers (starting)")
 
     def replace(self, index: int, reason: ActorFailed) -> Any:
         """Kill worker ``index`` (it may be hung, not dead) and start a new one on its bundle."""
@@ -190,6 +203,7 @@ class RemoteTree:
         while True:
             worker = self.pool.replace(k, failure)
             try:
+                self.pool.wait_started([worker])
                 for answered, answered_args in self.answered[k]:
                     get(getattr(worker, answered).remote(*answered_args), timeout,
                         f"replacement rollout worker {k} ({answered})")
