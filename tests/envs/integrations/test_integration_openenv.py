@@ -191,14 +191,18 @@ def play_role(base_url: str, role: str, policy, outcome: dict, **reset_kwargs) -
 def play_shared(base_url: str, policies: dict, **reset_kwargs) -> dict:
     """Every role of ``policies`` played by its own client thread in the shared episode ``reset_kwargs`` names."""
     outcome: dict = {}
-    threads = [threading.Thread(target=play_role, args=(base_url, role, policy, outcome), kwargs=reset_kwargs)
-               for role, policy in policies.items()]
+    run_together([threading.Thread(target=play_role, args=(base_url, role, policy, outcome), kwargs=reset_kwargs)
+                  for role, policy in policies.items()], "a shared-episode client hung")
+    return outcome
+
+
+def run_together(threads: list[threading.Thread], hung: str) -> None:
+    """Start ``threads`` at once and wait for them all (60 s each); one still running fails with ``hung``."""
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-        assert not thread.is_alive(), "a shared-episode client hung"
-    return outcome
+        assert not thread.is_alive(), hung
 
 
 def assert_matches_aec(outcome: dict, expected_actions: list, expected_returns: dict) -> None:
@@ -400,12 +404,7 @@ def play_shared_sessions(env_id: str, policies: dict, table: EpisodeTable, **res
         env = PettingLLMEnvironment(env_id, table=table, turn_timeout_s=TURN_TIMEOUT_S, **SHORT)
         outcome[role] = play_session(env, {role: policies[role]}, shared=True, learners=[role], **reset_kwargs)
 
-    threads = [threading.Thread(target=play, args=(role,)) for role in policies]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-        assert not thread.is_alive(), "a shared-episode session hung"
+    run_together([threading.Thread(target=play, args=(role,)) for role in policies], "a shared-episode session hung")
     return outcome
 
 
