@@ -26,7 +26,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 from trl import GRPOConfig, GRPOTrainer
 
-from pettingllm_envs.cli.output import quiet_model_libraries
+from pettingllm_envs.commandline.commands import quiet_model_libraries
 from trainers.integrations.tiny_tool_model import write_tiny_tool_model
 from trainers.integrations.trl_env import RolloutRecord, environment_factory, episode_dataset
 

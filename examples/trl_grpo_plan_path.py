@@ -19,7 +19,7 @@ from pathlib import Path
 from transformers.utils.logging import enable_progress_bar
 from trl import GRPOConfig, GRPOTrainer
 
-from pettingllm_envs.cli.output import quiet_model_libraries
+from pettingllm_envs.commandline.commands import quiet_model_libraries
 from trainers.integrations.trl_adapter import EnvRoleReward, role_prompt_dataset
 from trainers.models.tiny_model import write_tiny_model
 

@@ -36,6 +36,7 @@ from typing import Any, TextIO
 from pettingzoo import AECEnv
 
 from pettingllm_envs.extras import extra_hint
+from pettingllm_envs.model_policies import OpenAIChatPolicy, SingleAgentPolicy
 from pettingllm_envs.policies import NAMED_POLICIES, Policy, random_policy, scripted_policy
 from pettingllm_envs.registry import make
 from pettingllm_envs.terminal import RULE, read_move
@@ -103,9 +104,6 @@ def build_policy(spec: str, env_id: str, mode: str, max_tokens: int, seed: int,
     role's instructions from it, because they can hold the episode's own rules and the env's
     config (textarena_v0's game and private resources, reasoning_gym_v0's dataset). Without it
     (checking a spec) they come from problem 0 of the default config."""
-    from pettingllm_envs.evaluation.openai_policy import OpenAIChatPolicy
-    from pettingllm_envs.evaluation.single_agent import SingleAgentPolicy
-
     if spec in (*NAMED_POLICIES, "human"):
         if mode != "multi":
             raise ValueError(f"mode {mode!r} is only defined for model policies, not {spec!r}")

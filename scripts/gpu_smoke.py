@@ -1,12 +1,12 @@
 """GPU smoke test: the trainer's CUDA path end to end, with torch, transformers and peft only (no vLLM,
 network or downloaded weights). A random model of a real shape (Qwen2.5-1.5B-Instruct or Qwen3-1.7B of
-:mod:`trainers.distributed.memory`; ``--quick``: 4 of their 28 layers) is loaded as the trainer loads it
+:mod:`benchmarks.gpu_memory`; ``--quick``: 4 of their 28 layers) is loaded as the trainer loads it
 (:class:`~trainers.models.policy_set.PolicySet`: float32 master weights, bf16 autocast, gradient
 checkpointing), sharded with FSDP2 on an NCCL group (:class:`~trainers.distributed.data_parallel.DataParallelPolicy`),
 updated once (:func:`~trainers.learning.update.ppo_update`: the trainer's scoring and
 :func:`~trainers.maths.loss.ppo_clip_loss`, two PPO epochs), and its weights broadcast over NCCL from rank 0
 into a bf16 engine-side copy on every rank and compared. Prints timings and peak memory beside
-:func:`~trainers.distributed.memory.training_memory`'s estimate; exits 0 when every check passes, 1 on a
+:func:`~benchmarks.gpu_memory.training_memory`'s estimate; exits 0 when every check passes, 1 on a
 failure, 2 without CUDA. Run alone it is one rank, whose broadcast crosses no device (NCCL allows one rank
 per GPU); under ``torchrun --nproc-per-node 2`` the weights move between two GPUs.
 """
@@ -75,9 +75,9 @@ def run(args: argparse.Namespace, rank: int, world: int, log, model_dir: Path) -
     import torch
     import torch.distributed as dist
 
+    from benchmarks.gpu_memory import SHAPES, training_memory
     from trainers.algorithms.atgrpo.config import TrainConfig
     from trainers.distributed.data_parallel import DataParallelPolicy
-    from trainers.distributed.memory import SHAPES, training_memory
     from trainers.distributed.train_worker import TrainSample, shard
     from trainers.generation.protocol import Generation
     from trainers.learning.settings import UpdateSettings
@@ -152,7 +152,7 @@ def run(args: argparse.Namespace, rank: int, world: int, log, model_dir: Path) -
 
     estimate = training_memory(dataclasses.replace(shape, num_layers=layers), config, world, sharded=True)
     log(f"peak GPU memory of the update: {peak / 2**30:.2f} GiB measured, {sum(estimate.values()) / 2**30:.2f} GiB "
-        f"estimated by trainers.distributed.memory ({', '.join(f'{k} {v / 2**30:.2f}' for k, v in estimate.items())})")
+        f"estimated by benchmarks.gpu_memory ({', '.join(f'{k} {v / 2**30:.2f}' for k, v in estimate.items())})")
     return failures
 
 

@@ -30,7 +30,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 import uvicorn
 from trl import GRPOConfig, GRPOTrainer
 
-from pettingllm_envs.cli.output import quiet_model_libraries
+from pettingllm_envs.commandline.commands import quiet_model_libraries
 from pettingllm_envs.integrations.openenv_env import PettingLLMAction, PettingLLMClient, openenv_app
 from trainers.integrations.tiny_tool_model import write_tiny_tool_model
 from trainers.integrations.trl_env import episode_dataset

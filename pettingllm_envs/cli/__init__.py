@@ -8,7 +8,7 @@ group ``pettingllm.commands`` (:mod:`pettingllm_envs.cli.plugins`): this package
 trainer code, and ``pettingllm list`` never loads torch (docs/design.md §7).
 
 A mistake in what the user typed is one line on stderr and exit status 2
-(:mod:`pettingllm_envs.cli.errors`); ``--debug`` shows the traceback instead.
+(:mod:`pettingllm_envs.commandline.errors`); ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import sys
 from collections.abc import Callable, Sequence
 
 from pettingllm_envs.capabilities import Capability, MissingCapability, declared_capabilities
-from pettingllm_envs.cli.checks import ENV_KWARGS_HELP, check_at_least, check_env_config, parse_env_kwargs
 from pettingllm_envs.cli.env_support import (
     AnyPolicy,
     env_description,
@@ -29,10 +28,11 @@ from pettingllm_envs.cli.env_support import (
     require_text_actions,
     split_config,
 )
-from pettingllm_envs.cli.errors import ArgumentParser, UsageError, terminal_text
 from pettingllm_envs.cli.output import format_table
 from pettingllm_envs.cli.plugins import add_plugin_commands
 from pettingllm_envs.cli.seat_options import add_seat_option, seat_specs
+from pettingllm_envs.commandline.checks import ENV_KWARGS_HELP, check_at_least, check_env_config, parse_env_kwargs
+from pettingllm_envs.commandline.errors import ArgumentParser, UsageError, terminal_text
 from pettingllm_envs.core.instances import SPLITS
 from pettingllm_envs.episodes import Episode, play_episode
 from pettingllm_envs.extras import extra_hint
@@ -127,7 +127,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         if "scripted" in seats.values():
             oracle(env_id, "bench --seat ROLE=scripted")
     if any(spec.startswith("hf:") for spec in policies):
-        from pettingllm_envs.cli.output import quiet_model_libraries
+        from pettingllm_envs.commandline.commands import quiet_model_libraries
 
         quiet_model_libraries()
     config = SuiteConfig(
@@ -149,8 +149,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def _check_policy_specs(specs: Sequence[str]) -> None:
     """Every ``--policy`` spec is one the suite knows, and ``hf:`` paths are model folders."""
-    from pettingllm_envs.cli.checks import check_model
-    from pettingllm_envs.cli.errors import did_you_mean
+    from pettingllm_envs.commandline.checks import check_model
+    from pettingllm_envs.commandline.errors import did_you_mean
 
     for spec in specs:
         if spec in NAMED_POLICIES:

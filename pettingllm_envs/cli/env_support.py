@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium.spaces import Space, Text
 from pettingzoo import AECEnv
 
-from pettingllm_envs.cli.errors import UsageError, terminal_text
+from pettingllm_envs.commandline.errors import UsageError, terminal_text
 from pettingllm_envs.policies import Policy, random_policy, scripted_policy
 from pettingllm_envs.registry import env_module, make
 

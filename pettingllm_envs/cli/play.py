@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
-from pettingllm_envs.cli.checks import check_env_config, parse_env_kwargs
 from pettingllm_envs.cli.env_support import env_roles, oracle, require_text_actions, split_config
-from pettingllm_envs.cli.errors import UsageError, did_you_mean
 from pettingllm_envs.cli.seat_options import seat_specs
+from pettingllm_envs.commandline.checks import check_env_config, parse_env_kwargs
+from pettingllm_envs.commandline.errors import UsageError, did_you_mean
 from pettingllm_envs.registry import env_module, make
 from pettingllm_envs.seats import HumanSeat, make_seat
 from pettingllm_envs.terminal import RULE

@@ -13,13 +13,15 @@ Adding a command is that one line plus the :class:`Command`; after editing the e
 of an installed (also an editable) distribution, reinstall it (``pip install -e . --no-deps``)
 so that its metadata is regenerated.
 
-The module that holds the :class:`Command` is imported on every ``pettingllm`` start (for the
-``--help`` listing), so it must be light; ``main`` and ``parser`` are ``module:function``
-references imported only when the command runs or its parser is asked for. ``pettingllm``
-hands every argument after the command name to ``main`` untouched, so the command parses
-its own options (build its parser with :class:`pettingllm_envs.cli.errors.ArgumentParser`
-for one-line errors). A :class:`~pettingllm_envs.cli.errors.UsageError` it raises is shown
-as one line with exit status 2, like every other mistake.
+:class:`Command` and :func:`require` live in :mod:`pettingllm_envs.commandline.commands`, the
+ground floor every command line imports. The module that
+holds the :class:`Command` is imported on every ``pettingllm`` start (for the ``--help``
+listing), so it must be light; ``main`` and ``parser`` are ``module:function`` references
+imported only when the command runs or its parser is asked for. ``pettingllm`` hands every
+argument after the command name to ``main`` untouched, so the command parses its own options
+(build its parser with :class:`pettingllm_envs.commandline.errors.ArgumentParser` for one-line
+errors). A :class:`~pettingllm_envs.commandline.errors.UsageError` it raises is shown as one
+line with exit status 2, like every other mistake.
 
 A plug-in that cannot be loaded (its package is broken or not importable) stays listed as
 unavailable, with the reason, and running it is a one-line error: the other commands work.
@@ -30,7 +32,6 @@ one-line warning on stderr.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -38,34 +39,10 @@ from functools import partial
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from pettingllm_envs.cli.errors import UsageError
-from pettingllm_envs.cli.output import quiet_model_libraries
+from pettingllm_envs.commandline.commands import Command, call_command, load_reference
+from pettingllm_envs.commandline.errors import UsageError
 
 ENTRY_POINT_GROUP = "pettingllm.commands"
-
-
-@dataclass(frozen=True)
-class Command:
-    """A ``pettingllm`` command declared by another package (see the module docstring)."""
-
-    summary: str
-    """One line for ``pettingllm --help``."""
-    main: str
-    """``module:function`` of ``main(argv: list[str]) -> int``: parses the arguments after the
-    command name and runs the command."""
-    parser: str | None = None
-    """``module:function`` of ``build_parser(prog: str) -> argparse.ArgumentParser``, the parser
-    ``main`` uses (for tests and tools that inspect every command's options)."""
-    needs: tuple[str, ...] = ()
-    """Modules imported before ``main``: a missing one is a one-line error naming ``needs_hint``."""
-    needs_hint: str = ""
-    """Where ``needs`` come from, e.g. ``the train extra: pip install -e '.[train]' ...``
-    (:func:`pettingllm_envs.extras.extra_hint` words it)."""
-    loads_models: bool = False
-    """Silence Hugging Face's progress bars and warnings before running (commands that load models)."""
-    user_errors: tuple[str, ...] = ()
-    """``module:class`` of exceptions that report a mistake of the user (a bad config value): shown
-    as one line with exit status 2, like :class:`~pettingllm_envs.cli.errors.UsageError`."""
 
 
 @dataclass(frozen=True)
@@ -78,26 +55,6 @@ class Plugin:
     error: str = ""
 
 
-def require(modules: Iterable[str], hint: str = "") -> None:
-    """Import ``modules``; one that is not installed is a one-line usage error naming ``hint``
-    (where it comes from) when there is one."""
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            where = f"which comes with {hint}" if hint else "which is not installed"
-            raise UsageError(f"this command needs {module}, {where}") from error
-
-
-def load_reference(reference: str) -> Any:
-    """The object a ``module:attribute`` reference names (dots in the attribute walk into it)."""
-    module, _, attribute = reference.partition(":")
-    value: Any = importlib.import_module(module)
-    for part in attribute.split("."):
-        value = getattr(value, part)
-    return value
-
-
 def _load(entry_point: EntryPoint) -> Plugin:
     try:
         command = entry_point.load()
@@ -106,7 +63,7 @@ def _load(entry_point: EntryPoint) -> Plugin:
                       f"({type(error).__name__}: {' '.join(str(error).split())})")
     if not isinstance(command, Command):
         return Plugin(entry_point.name, entry_point, None,
-                      f"{entry_point.value} is a {type(command).__name__}, not a {__name__}.Command")
+                      f"{entry_point.value} is a {type(command).__name__}, not a {Command.__module__}.Command")
     return Plugin(entry_point.name, entry_point, command)
 
 
@@ -144,16 +101,7 @@ def command_parser(name: str) -> argparse.ArgumentParser:
 def _run(plugin: Plugin, args: argparse.Namespace) -> int:
     if plugin.command is None:
         raise UsageError(f"command {plugin.name!r} is unavailable: {plugin.error}")
-    command = plugin.command
-    if command.loads_models:
-        quiet_model_libraries()
-    require(command.needs, command.needs_hint)
-    main = load_reference(command.main)  # imports the command's module, and with it its error classes
-    user_errors = tuple(load_reference(reference) for reference in command.user_errors)
-    try:
-        return int(main(args.options) or 0)
-    except user_errors as error:
-        raise UsageError(str(error)) from error
+    return call_command(plugin.command, args.options)
 
 
 def add_plugin_commands(sub: Any, reserved: Iterable[str]) -> None:
@@ -168,5 +116,4 @@ def add_plugin_commands(sub: Any, reserved: Iterable[str]) -> None:
         p.set_defaults(func=partial(_run, plugin))
 
 
-__all__ = ["ENTRY_POINT_GROUP", "Command", "Plugin", "add_plugin_commands", "command_parser", "discover",
-           "load_reference", "require"]
+__all__ = ["ENTRY_POINT_GROUP", "Plugin", "add_plugin_commands", "command_parser", "discover"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from pettingllm_envs.cli.errors import ArgumentParser, UsageError, did_you_mean
+from pettingllm_envs.commandline.errors import ArgumentParser, UsageError, did_you_mean
 from pettingllm_envs.seats import SEAT_SPECS, seat_assignments
 
 
@@ -33,7 +33,7 @@ def seat_specs(items: Sequence[str], roles: Sequence[str] | None = None, *, env_
         specs = seat_assignments(list(items))
     except ValueError as error:
         raise UsageError(f"--seat: {error}") from None
-    from pettingllm_envs.cli.checks import check_model
+    from pettingllm_envs.commandline.checks import check_model
 
     for role, spec in specs.items():
         if roles is not None and role not in roles:

@@ -3,7 +3,7 @@
 The baseline the AT-GRPO paper compares against (Zhao et al. 2025, "single-agent RL"): one
 policy does the whole task alone. :class:`SingleAgentEnv` wraps any pettingllm env: its
 only agent, ``solo``, gets one prompt per turn holding every role's instructions
-(:func:`~pettingllm_envs.evaluation.single_agent.single_agent_prompt`, the prompt the
+(:func:`~pettingllm_envs.model_policies.single_agent.single_agent_prompt`, the prompt the
 ``bench --mode single`` baseline uses) and answers with one ``### <role>`` section per
 role; each section is played as that role's action in turn order. What the multi-agent
 setup adds is exactly what is missing here: a later role's section is written before the
@@ -41,7 +41,7 @@ from pettingzoo import AECEnv
 
 from pettingllm_envs.core.spaces import TextObservation, UnicodeText
 from pettingllm_envs.core.wrappers import wrap_env
-from pettingllm_envs.evaluation.single_agent import single_agent_prompt, split_sections
+from pettingllm_envs.model_policies.single_agent import single_agent_prompt, split_sections
 from pettingllm_envs.registry import make
 
 #: The one agent of the single-agent view.

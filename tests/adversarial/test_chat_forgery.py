@@ -20,7 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from adversarial.test_code_attacks import fence, fresh  # noqa: E402
-from pettingllm_envs.evaluation.openai_policy import post_json  # noqa: E402
+from pettingllm_envs.model_policies.openai_policy import post_json  # noqa: E402
 from trainers.generation.openai_backend import OpenAIGenerator, completion_request, parse_completion  # noqa: E402
 from trainers.generation.server import PolicyServer  # noqa: E402
 from trainers.generation.transformers_backend import TransformersGenerator  # noqa: E402

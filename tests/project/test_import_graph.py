@@ -25,6 +25,12 @@ How the graph is built, from the AST of every module (nothing is imported):
 - Only imports of the three packages count; the standard library and third parties are not nodes.
 
 A cycle is a strongly connected component of two or more modules, or a module that imports itself.
+
+A second check adds what the first leaves out: the package initialisations on the way
+(:func:`with_package_inits`). ``import a.b.c`` from outside package ``a.b`` runs ``a/b/__init__.py``
+first, so if that ``__init__`` re-exports from a module that imports the importer, the two are in a
+circle that no single import statement shows (``pettingllm_envs.seats -> .evaluation.openai_policy``
+ran ``evaluation/__init__``, which imported ``evaluation.suite -> seats``).
 """
 
 from __future__ import annotations
@@ -135,6 +141,34 @@ def test_the_repo_has_no_import_cycle():
     assert len(graph) > 100  # the scan sees all three packages
     found = cycles(graph)
     assert not found, "import cycles:\n" + "\n".join(_describe(graph, component) for component in found)
+
+
+def with_package_inits(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` plus an edge from each importer to every package that its imports initialise, except
+    the packages it sits in (Python has run their ``__init__`` before the importer's first line)."""
+    extended: dict[str, set[str]] = {}
+    for importer, targets in graph.items():
+        parts = importer.split(".")
+        enclosing = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+        inits = {".".join(target.split(".")[:i]) for target in targets for i in range(1, target.count(".") + 1)}
+        extended[importer] = targets | {package for package in inits if package in graph and package not in enclosing}
+    return extended
+
+
+def test_no_import_runs_a_package_init_that_leads_back_to_the_importer():
+    graph = with_package_inits(import_graph(ROOT))
+    found = cycles(graph)
+    assert not found, "import cycles through a package's __init__:\n" + "\n".join(
+        _describe(graph, component) for component in found)
+
+
+def test_a_circle_through_a_package_init_is_found(tmp_path):
+    _write(tmp_path, {"pkg/__init__.py": "", "pkg/seats.py": "def f():\n    from pkg.evaluation.client import C\n",
+                      "pkg/evaluation/__init__.py": "from pkg.evaluation.suite import run\n",
+                      "pkg/evaluation/client.py": "", "pkg/evaluation/suite.py": "from pkg.seats import f\n"})
+    graph = import_graph(tmp_path, ("pkg",))
+    assert cycles(graph) == []  # no statement closes the circle
+    assert cycles(with_package_inits(graph)) == [["pkg.evaluation", "pkg.evaluation.suite", "pkg.seats"]]
 
 
 def _write(root: Path, files: dict[str, str]) -> None:

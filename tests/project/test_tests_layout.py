@@ -2,7 +2,7 @@
 
 ================================  ===============================================================
 ``tests/envs/<subpackage>/``      ``pettingllm_envs/<subpackage>`` (core, code, math, planning, ...)
-``tests/trainer/<layer>/``       ``trainers/<layer>`` (maths, models, generation, ... distributed)
+``tests/trainer/<layer>/``       ``trainers/<layer>`` (profiling, maths, models, ... distributed)
 ``tests/adversarial/``            reward-integrity attacks on every env (a policy's view, not a module's)
 ``tests/benchmark/``             ``benchmarks/`` (the scripts' own logic and the results page)
 ``tests/project/``                the repository as a whole: layering, import graph, docs, README, extras

@@ -3,6 +3,7 @@
 ``trainers/`` reads from the bottom up:
 
 =================  ======================================================================
+``profiling``      the step profile's phase timer: exclusive wall-clock phases, counters
 ``maths``          advantages, the loss, importance weights, statistics, seeds: pure functions
 ``models``         load, LoRA, chat encoding, scoring, saving
 ``generation``     one protocol and its backends (in-process sampler, transformers, vLLM, an
@@ -27,8 +28,8 @@ from __future__ import annotations
 from repo_paths import REPO as ROOT
 from test_import_graph import import_graph
 
-LAYERS = ("maths", "models", "generation", "rollout", "learning", "harness", "algorithms", "distributed",
-          "integrations", "cli")
+LAYERS = ("profiling", "maths", "models", "generation", "rollout", "learning", "harness", "algorithms",
+          "distributed", "integrations", "cli")
 
 
 def layer_of(module: str) -> int:
@@ -56,6 +57,25 @@ def test_every_trainer_module_is_in_a_layer():
 def test_no_trainer_layer_imports_from_a_layer_above_it():
     found = upward_imports(import_graph(ROOT, ("trainers",)))
     assert not found, "imports upwards:\n" + "\n".join(found)
+
+
+def test_the_trainers_import_no_command_line_of_the_env_package():
+    """The trainers stand on the env package's public API; what both command lines need (one-line
+    errors, options from dataclasses, checks, the plug-in ``Command``) is in
+    ``pettingllm_envs.commandline``, below both (docs/design.md §7)."""
+    graph = import_graph(ROOT, ("pettingllm_envs", "trainers"))
+    found = sorted(f"{importer} -> {imported}" for importer, targets in graph.items()
+                   if importer.startswith("trainers") for imported in targets
+                   if imported == "pettingllm_envs.cli" or imported.startswith("pettingllm_envs.cli."))
+    assert not found, "trainer modules importing the env command line:\n" + "\n".join(found)
+
+
+def test_the_command_line_building_blocks_import_no_command_line():
+    graph = import_graph(ROOT, ("pettingllm_envs", "trainers"))
+    found = sorted(f"{importer} -> {imported}" for importer, targets in graph.items()
+                   if importer.startswith("pettingllm_envs.commandline") for imported in targets
+                   if imported.startswith(("pettingllm_envs.cli", "trainers")))
+    assert not found, found
 
 
 def test_the_check_sees_an_upward_import(tmp_path):

@@ -32,7 +32,6 @@ import argparse
 import copy
 import json
 import statistics
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,14 +42,14 @@ from pettingzoo import AECEnv
 import pettingllm_envs
 from pettingllm_envs.capabilities import Voting, capability
 from trainers.algorithms.atgrpo.config import DEFAULT_PROMPT_VARIANTS, TrainConfig
-from trainers.algorithms.generators import build_generator
+from trainers.algorithms.generation_setup import build_generator
 from trainers.algorithms.variants import condition, ensemble_generate
 from trainers.generation import Generator
 from trainers.generation.transformers_backend import TransformersGenerator
 from trainers.harness.profile import NO_PROFILE, TOKENS_GENERATED, StepProfile, env_phase
 from trainers.maths.seeding import seed_everything
-from trainers.maths.timing import count, phase
 from trainers.models.policy_set import PolicySet
+from trainers.profiling.phases import count, phase
 from trainers.rollout.episodes import agent_prompt, episode_success
 
 # ------------------------------------------------------------------ voting (pure)
@@ -163,8 +162,8 @@ def evaluate_self_consistency(
 
 def build_parser(prog: str = "pettingllm self-consistency") -> argparse.ArgumentParser:
     """The options of ``pettingllm self-consistency``."""
-    from pettingllm_envs.cli.checks import ENV_KWARGS_HELP
-    from pettingllm_envs.cli.errors import ArgumentParser
+    from pettingllm_envs.commandline.checks import ENV_KWARGS_HELP
+    from pettingllm_envs.commandline.errors import ArgumentParser
 
     parser = ArgumentParser(prog=prog, description=__doc__.splitlines()[0] + " (docs/design.md §5)")
     parser.add_argument("--model", required=True,
@@ -193,7 +192,7 @@ def _variant_list(text: str | None) -> list[str]:
     """``--variants``: None gives the trainer's defaults; otherwise a list of strings."""
     import yaml
 
-    from pettingllm_envs.cli.errors import UsageError
+    from pettingllm_envs.commandline.errors import UsageError
 
     if text is None:
         return list(DEFAULT_PROMPT_VARIANTS)
@@ -210,8 +209,8 @@ def _variant_list(text: str | None) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``pettingllm self-consistency --model DIR [--env math_v0] [--g 8] ...``"""
-    from pettingllm_envs.cli.checks import check_at_least, check_env_config, check_model, parse_env_kwargs
-    from pettingllm_envs.cli.errors import UsageError
+    from pettingllm_envs.commandline.checks import check_at_least, check_env_config, check_model, parse_env_kwargs
+    from pettingllm_envs.commandline.errors import UsageError
 
     args = build_parser().parse_args(argv)
     check_model(args.model)
@@ -241,8 +240,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps(asdict(report), indent=2))
     return 0
 
-
-if __name__ == "__main__":  # ``python -m trainers.algorithms.self_consistency`` is ``pettingllm self-consistency``
-    from pettingllm_envs.cli import main as cli_main
-
-    sys.exit(cli_main(["self-consistency", *sys.argv[1:]]))

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from pettingzoo import AECEnv
 
-from pettingllm_envs.cli.checks import check_env_config, check_model
+from pettingllm_envs.commandline.checks import check_env_config, check_model
 from trainers.algorithms.atgrpo.options import build_parser as config_parser
 from trainers.algorithms.atgrpo.options import load_run_config
 from trainers.algorithms.atgrpo.train import METRICS, Trainer, interruption_note

@@ -1,6 +1,6 @@
-"""The trainer's ``pettingllm`` commands, declared as plug-ins (:mod:`pettingllm_envs.cli.plugins`).
+"""The trainer's ``pettingllm`` commands, declared as plug-ins (:mod:`pettingllm_envs.commandline.commands`).
 
-Each :class:`~pettingllm_envs.cli.plugins.Command` below is one entry point of the group
+Each :class:`~pettingllm_envs.commandline.commands.Command` below is one entry point of the group
 ``pettingllm.commands`` in ``pyproject.toml``; a new command is a :class:`Command` (here or in
 its own module) plus one line there. This module is imported on every ``pettingllm`` start,
 for the ``--help`` listing, so it imports nothing heavy: each command's ``main`` and
@@ -13,8 +13,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from pettingllm_envs.cli.errors import ArgumentParser, UsageError
-from pettingllm_envs.cli.plugins import Command, require
+from pettingllm_envs.commandline.commands import Command, require
+from pettingllm_envs.commandline.errors import ArgumentParser, UsageError
 from pettingllm_envs.extras import extra_hint
 
 #: Where the trainer's libraries come from, for the one-line error when one is missing.

@@ -11,12 +11,10 @@ field, which override the file::
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import typing
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
-from pettingllm_envs.cli.plugins import Command
+from pettingllm_envs.commandline.commands import Command
 from pettingllm_envs.extras import extra_hint
 from trainers.cli.commands import MODEL_LIBRARIES
 
@@ -28,21 +26,13 @@ DESCRIPTION = ("Train LLM policies with AT-GRPO on Ray actors: rollout workers, 
 def add_distributed_options(parser: argparse.ArgumentParser) -> None:
     """``--distributed FILE`` and one ``--<field>`` option per :class:`DistributedConfig` field
     (strings here; :meth:`DistributedConfig.validate` coerces and checks them)."""
-    from pettingllm_envs.cli.options import field_docs
+    from pettingllm_envs.commandline.options import add_field_options
     from trainers.distributed.config import DistributedConfig
 
     group = parser.add_argument_group("layout (DistributedConfig; docs/scaling.md)")
     group.add_argument("--distributed", dest="distributed_file", default=argparse.SUPPRESS, metavar="FILE.yaml",
                        help="YAML file with layout fields; the options below override it (default: none)")
-    docs = field_docs(DistributedConfig)
-    hints = typing.get_type_hints(DistributedConfig)
-    for f in dataclasses.fields(DistributedConfig):
-        help_text = f"{docs.get(f.name, '')} (default: {f.default!r})".replace("%", "%%")  # argparse %-formats help
-        kwargs: dict[str, Any] = {"dest": f"distributed.{f.name}", "default": argparse.SUPPRESS,
-                                  "metavar": f.name.upper(), "help": help_text}
-        if typing.get_origin(hints[f.name]) is Literal:
-            kwargs["metavar"] = "{" + ",".join(typing.get_args(hints[f.name])) + "}"
-        group.add_argument("--" + f.name.replace("_", "-"), **kwargs)
+    add_field_options(group, DistributedConfig, dest_prefix="distributed.")
 
 
 def build_train_ray_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -57,7 +47,7 @@ def build_train_ray_parser(prog: str = PROG) -> argparse.ArgumentParser:
 def parse(argv: Sequence[str]) -> tuple[Any, Any]:
     """The run's validated :class:`~trainers.algorithms.atgrpo.config.TrainConfig` and
     :class:`~trainers.distributed.config.DistributedConfig`."""
-    from pettingllm_envs.cli.errors import ArgumentParser
+    from pettingllm_envs.commandline.errors import ArgumentParser
     from trainers.algorithms.atgrpo.options import load_run_config
     from trainers.distributed.config import distributed_config
 
@@ -74,7 +64,7 @@ def parse(argv: Sequence[str]) -> tuple[Any, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``pettingllm train-ray [train options] [--distributed FILE.yaml] [--<layout field> VALUE ...]``."""
-    from pettingllm_envs.cli.checks import check_env_config, check_model
+    from pettingllm_envs.commandline.checks import check_env_config, check_model
 
     config, layout = parse(argv or [])
     check_env_config(config.env, config.env_kwargs)

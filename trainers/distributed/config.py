@@ -163,7 +163,7 @@ def distributed_config(values: dict[str, Any] | None = None, *, file: str | None
     known = {f.name for f in dataclasses.fields(DistributedConfig)}
     unknown = sorted(set(values) - known)
     if unknown:
-        from pettingllm_envs.cli.errors import did_you_mean
+        from pettingllm_envs.commandline.errors import did_you_mean
 
         raise ConfigError(f"unknown distributed keys {unknown}{did_you_mean(unknown[0], sorted(known))}")
     if file is not None:

@@ -77,7 +77,7 @@ class GenerationEngine:
         if config.generation_backend == "vllm":
             from transformers import AutoTokenizer
 
-            from trainers.algorithms.generators import generator_options
+            from trainers.algorithms.generation_setup import generator_options
             from trainers.generation.vllm_backend import VLLMGenerator, engine_options
             from trainers.models.prompts import stop_token_ids
 

@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if group.rank != 0:
             group.follow()
             return 0
-        from pettingllm_envs.cli.checks import check_env_config, check_model
+        from pettingllm_envs.commandline.checks import check_env_config, check_model
         from trainers.algorithms.atgrpo.options import load_run_config
 
         config = load_run_config(rest, prog=PROG)

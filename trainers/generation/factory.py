@@ -6,7 +6,7 @@ A backend is a class implementing :class:`trainers.generation.protocol.Generator
 it is built, so an engine that is not installed costs nothing until a run asks for it (and then
 fails with :class:`~trainers.generation.protocol.BackendUnavailable` saying what to install).
 The options are explicit: a trainer's config is bound to them one layer up
-(:func:`trainers.algorithms.generators.build_generator`).
+(:func:`trainers.algorithms.generation_setup.build_generator`).
 """
 
 from __future__ import annotations

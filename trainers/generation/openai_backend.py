@@ -6,7 +6,7 @@ trainer's token ids (chat-templated and truncated by the trainer, so the server 
 what the in-process backend would, and never text in which it could parse a message's
 special-token strings as control tokens), with ``n=1`` and the completion's own ``seed``; at most
 ``concurrency`` requests are in flight, and retries go through the env package's client
-(:func:`pettingllm_envs.evaluation.openai_policy.post_json`), which a seed makes idempotent.
+(:func:`pettingllm_envs.model_policies.openai_policy.post_json`), which a seed makes idempotent.
 A server that honours seeds (vLLM, ``pettingllm serve``) gives the same completion for the
 same seed however its batches are formed.
 
@@ -37,7 +37,7 @@ update.
 
 Anything a server can send is checked: ids outside the vocabulary, more tokens than asked
 for, log-probs that are not finite non-positive numbers or not one per token, a missing
-choice: each is an :class:`~pettingllm_envs.evaluation.openai_policy.EndpointError` naming
+choice: each is an :class:`~pettingllm_envs.model_policies.openai_policy.EndpointError` naming
 the server and what was wrong, never a crash deep in the update.
 """
 
@@ -52,7 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pettingllm_envs.evaluation.openai_policy import EndpointError, post_json
+from pettingllm_envs.model_policies.openai_policy import EndpointError, post_json
 from trainers.generation.backends import BACKENDS
 from trainers.generation.protocol import Generation, LogprobSource, check_seeds
 from trainers.models.chat_tokens import encode_plain

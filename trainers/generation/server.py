@@ -52,7 +52,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pettingllm_envs.cli.errors import ArgumentParser
+from pettingllm_envs.commandline.errors import ArgumentParser
 from trainers.generation.server_requests import MAX_N, RequestError, check_text, completion_seeds
 
 if TYPE_CHECKING:
@@ -187,7 +187,7 @@ def build_parser(prog: str = "pettingllm serve") -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``pettingllm serve MODEL [--port P] ...``: serve until Ctrl-C."""
-    from pettingllm_envs.cli.checks import check_at_least, check_model
+    from pettingllm_envs.commandline.checks import check_at_least, check_model
     from trainers.models.policy_set import PolicySet
     from trainers.models.spec import ModelSpec
 

@@ -1,7 +1,7 @@
 """A run's step profile (``--profile on|trace``): where every second of a step goes, tokens per second, peak memory.
 
 :class:`StepProfile` wraps each step (:meth:`StepProfile.step`) in a fresh
-:class:`~trainers.maths.timing.PhaseTimer` made current for the step, so the phase boundaries in the
+:class:`~trainers.profiling.phases.PhaseTimer` made current for the step, so the phase boundaries in the
 layers below (``with phase("backward")``, :func:`timed_rollout`) charge their seconds to it, and
 appends one record per step to ``RUN_DIR/profile.jsonl``; :meth:`StepProfile.finish` writes
 ``RUN_DIR/profile_summary.json`` and prints the summary table on stderr. ``trace`` also records a
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 from pettingllm_envs.sandbox import seconds_waited
-from trainers.maths.timing import PhaseTimer, current, installed, phase
+from trainers.profiling.phases import PhaseTimer, current, installed, phase
 
 ProfileMode = Literal["off", "on", "trace"]
 PROFILE = "profile.jsonl"

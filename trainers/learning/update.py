@@ -60,8 +60,8 @@ import torch
 from trainers.learning.settings import UpdateSettings
 from trainers.maths.importance_sampling import padded_engine_logprobs, truncated_is_weights
 from trainers.maths.loss import ppo_clip_loss
-from trainers.maths.timing import phase
 from trainers.models.policy_set import PolicySet
+from trainers.profiling.phases import phase
 
 
 class ScoredCompletion(Protocol):

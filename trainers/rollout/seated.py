@@ -62,7 +62,7 @@ def check_seats(seats: Mapping[str, str], roles: Sequence[str], policy_map: Mapp
     names only roles of the env, takes no role that ``policy_map`` gives a policy, and every spec
     is one the trainer can play: any :func:`make_seat` spec but ``human`` (a person cannot keep
     up with thousands of tree moves; ``pettingllm play`` is the way to play a role by hand)."""
-    from pettingllm_envs.cli.errors import did_you_mean
+    from pettingllm_envs.commandline.errors import did_you_mean
 
     for role, spec in seats.items():
         if role not in roles:

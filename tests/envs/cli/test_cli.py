@@ -17,8 +17,8 @@ import pytest
 
 import pettingllm_envs
 from pettingllm_envs.cli import build_parser, main
-from pettingllm_envs.cli.errors import DefaultsHelpFormatter, UsageError
 from pettingllm_envs.cli.plugins import command_parser, discover
+from pettingllm_envs.commandline.errors import DefaultsHelpFormatter, UsageError
 from pettingllm_envs.extras import wheel_name
 from pettingllm_envs.policies import scripted_policy
 from pettingllm_envs.progress import PlainBar
@@ -348,8 +348,9 @@ def test_tiny_model_loads_with_from_pretrained_and_prints_no_library_bars(tmp_pa
 
 
 @pytest.mark.slow
-def test_the_module_entry_points_are_the_cli_commands():
-    proc = subprocess.run([sys.executable, "-m", "trainers.algorithms.mgrpo.train", "--mode", "nope"],
+def test_the_module_entry_point_runs_the_trainer_commands():
+    """``python -m pettingllm_envs`` is ``pettingllm``, plug-in commands and their one-line errors included."""
+    proc = subprocess.run([sys.executable, "-m", "pettingllm_envs", "train-mgrpo", "--mode", "nope"],
                           capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0

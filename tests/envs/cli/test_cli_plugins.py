@@ -23,8 +23,8 @@ PACKAGE = Path(pettingllm_envs.__file__).parent
 TRAINERS_REFERENCE = re.compile(r"trainers(\.\w+)*(:\w+(\.\w+)*)?")
 
 HELLO_PLUGIN = '''
-from pettingllm_envs.cli.errors import ArgumentParser, UsageError
-from pettingllm_envs.cli.plugins import Command
+from pettingllm_envs.commandline.errors import ArgumentParser, UsageError
+from pettingllm_envs.commandline.commands import Command
 
 
 def build_parser(prog="pettingllm hello"):
@@ -132,8 +132,8 @@ def test_broken_and_clashing_plugins_leave_every_other_command_working(third_par
     _, out, err = third_party["help"]
     listing = " ".join(out.split())
     assert "broken (unavailable: cannot load no_such_module_anywhere:COMMAND (ModuleNotFoundError" in listing
-    assert "wrong-type (unavailable: hello_plugin:NOT_A_COMMAND is a str, not a pettingllm_envs.cli.plugins.Command)" \
-        in listing
+    assert ("wrong-type (unavailable: hello_plugin:NOT_A_COMMAND is a str, "
+            "not a pettingllm_envs.commandline.commands.Command)") in listing
     # A plug-in named like a built-in command is skipped, and says so; the built-in runs.
     assert "pettingllm: warning: command 'run' of hello_plugin:HELLO is skipped" in err
     status, out, _ = third_party["run"]

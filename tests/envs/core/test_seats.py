@@ -9,7 +9,7 @@ import pytest
 
 from pettingllm_envs import list_envs, make
 from pettingllm_envs.episodes import play_episode
-from pettingllm_envs.evaluation.openai_policy import OpenAIChatPolicy
+from pettingllm_envs.model_policies.openai_policy import OpenAIChatPolicy
 from pettingllm_envs.policies import scripted_policy
 from pettingllm_envs.seats import HumanSeat, SeatedEpisode, make_seat
 

@@ -12,9 +12,10 @@ import pytest
 import pettingllm_envs.research.research_env as research_env
 from pettingllm_envs import cli
 from pettingllm_envs.capabilities import Delegation, MissingCapability
+from pettingllm_envs.commandline.options import dataclass_field_docs
 from trainers.algorithms.atgrpo.config import PolicyConfig, TrainConfig
 from trainers.algorithms.atgrpo.field_checks import field_types
-from trainers.algorithms.atgrpo.options import config_field_docs, config_from_args
+from trainers.algorithms.atgrpo.options import config_from_args
 from trainers.algorithms.mgrpo.config import MODES, MGRPOConfig
 from trainers.algorithms.mgrpo.train import build_parser, env_delegation, run_local, run_two_process
 from trainers.harness.errors import ConfigError
@@ -23,7 +24,7 @@ from trainers.learning.settings import UpdateSettings
 
 @pytest.mark.parametrize("cls", [PolicyConfig, TrainConfig, MGRPOConfig])
 def test_every_field_says_what_it_does(cls):
-    docs = config_field_docs(cls)
+    docs = dataclass_field_docs(cls)
     undocumented = [f.name for f in dataclasses.fields(cls) if len(docs.get(f.name, "")) < 10]
     assert not undocumented, f"{cls.__name__} fields without a docstring: {undocumented}"
 

@@ -19,6 +19,14 @@ from trainers.distributed.trainer import DistributedTrainer  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
+#: Losses and grad norms of the sharded run may differ from the single process's by the order of
+#: float summation only. That noise is the CPU's: the same update's grad norm spreads by a relative
+#: 7.6e-6 over micro-batch sizes on an AVX2 CPU, and a 2-rank norm was 1.03e-5 away on an
+#: AVX512/AMX CPU (tests/trainer/distributed/test_distributed_fsdp.py measures the spread each run
+#: and asserts it stays under 1e-4). A scaling bug (a sum where a mean belongs, a rank counted
+#: twice) moves these figures by tens of percent, so the bound still tells a wrong gradient apart.
+SUMMATION_RTOL = 1e-4
+
 
 def steady(metrics: dict) -> dict:
     """The metrics that do not depend on timing or float summation order."""
@@ -31,9 +39,9 @@ def assert_same_run(local_dir, remote_dir, local_history, remote_history) -> Non
     assert samples == (remote_dir / "samples.jsonl").read_text()  # prompts, completions, rewards, advantages
     assert [steady(m) for m in remote_history] == [steady(m) for m in local_history]
     for a, b in zip(remote_history, local_history, strict=True):
-        # the global gradient norm of the summed shards is the full batch's: the gradients are
+        # the global gradient norm of the summed shards is the full batch's, up to summation order
         for key in [k for k in a if k.startswith(("loss", "grad_norm/"))]:
-            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), key
+            assert a[key] == pytest.approx(b[key], rel=SUMMATION_RTOL, abs=1e-7), key
     assert any(m["samples/trained"] > 0 for m in local_history)
     advantages = [json.loads(line)["advantage"] for line in samples.splitlines()]
     assert any(a != 0 for a in advantages)

@@ -22,9 +22,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pettingllm_envs.evaluation.openai_policy import EndpointError, OpenAIChatPolicy, post_json  # noqa: E402
+from pettingllm_envs.model_policies.openai_policy import EndpointError, OpenAIChatPolicy, post_json  # noqa: E402
 from trainers.algorithms.atgrpo.config import GenerationBackend, TrainConfig  # noqa: E402
-from trainers.algorithms.generators import build_generator  # noqa: E402
+from trainers.algorithms.generation_setup import build_generator  # noqa: E402
 from trainers.generation import BACKENDS, BackendUnavailable, Generator  # noqa: E402
 from trainers.generation.openai_backend import OpenAIGenerator, parse_completion  # noqa: E402
 from trainers.generation.server import PolicyServer  # noqa: E402

@@ -112,7 +112,7 @@ def test_one_request_per_completion_with_its_own_seed_and_the_stop_ids():
 def test_the_configs_engine_options_reach_the_engine():
     """vllm_max_model_len, vllm_kv_cache_gib and vllm_enforce_eager (0: vLLM's default) become the
     engine's options and its ``vllm.LLM`` arguments."""
-    from trainers.algorithms.generators import generator_options
+    from trainers.algorithms.generation_setup import generator_options
     from trainers.generation.vllm_backend import engine_options
 
     config = TrainConfig(model="m", generation_backend="vllm", regime="per_role", vllm_max_model_len="384",

@@ -77,7 +77,7 @@ def test_a_run_starts_its_engine_with_the_choice_for_this_machine_and_records_it
     """``vllm_dtype: auto`` (the default): the engine's ``vllm.LLM`` dtype and the run's record are
     the choice for this machine's CPU; ``bfloat16`` beside a float32 trainer reaches the engine
     alone (the trainer stays float32)."""
-    from trainers.algorithms.generators import generation_choices, generator_options
+    from trainers.algorithms.generation_setup import generation_choices, generator_options
     from trainers.generation.vllm_backend import engine_options
 
     def engine_dtype(config: TrainConfig) -> str:
@@ -165,7 +165,7 @@ def test_vllm_refuses_the_old_head_size_before_starting_and_the_command_says_why
 def test_the_engine_runs_the_tiny_model_at_the_dtype_chosen_for_this_cpu(tiny_model_dir):
     """The user's tiny model generates (head size 16 died here at the first generation) on an engine
     started with the run's options, whose dtype is the choice for this CPU."""
-    from trainers.algorithms.generators import generator_options
+    from trainers.algorithms.generation_setup import generator_options
     from trainers.generation.vllm_backend import VLLMGenerator, engine_options
 
     config = TrainConfig(model=str(tiny_model_dir), generation_backend="vllm", vllm_enforce_eager=True,

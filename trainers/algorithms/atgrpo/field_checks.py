@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
-from pettingllm_envs.cli.options import bool_word
+from pettingllm_envs.commandline.options import bool_word
 from trainers.harness.errors import ConfigError
 
 
@@ -149,7 +149,7 @@ def check_field(name: str, value: Any, cls: type[BoundedConfig]) -> Any:
     args = typing.get_args(tp)
     if typing.get_origin(tp) is Literal:
         if value not in args:
-            from pettingllm_envs.cli.errors import did_you_mean
+            from pettingllm_envs.commandline.errors import did_you_mean
 
             raise _fail(name, value, "one of " + ", ".join(args) + did_you_mean(value, args))
         return value

@@ -17,23 +17,14 @@ import dataclasses
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from pettingllm_envs.commandline.errors import ArgumentParser  # one-line errors, plain-text help
+from pettingllm_envs.commandline.options import add_field_options
 from trainers.algorithms.atgrpo.config import TrainConfig
-from trainers.algorithms.atgrpo.field_checks import ValidatedConfig, check_field, field_types
+from trainers.algorithms.atgrpo.field_checks import ValidatedConfig, check_field
 from trainers.harness.errors import ConfigError
 from trainers.harness.run_history import config_json, given_options, refuse_contradictions, saved_config
-
-
-def config_field_docs(cls: type) -> dict[str, str]:
-    """The docstring of every field of config dataclass ``cls``, a subclass's overriding its bases'."""
-    from pettingllm_envs.cli.options import field_docs
-
-    docs: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if dataclasses.is_dataclass(klass):
-            docs.update(field_docs(klass))
-    return docs
 
 
 def build_parser(prog: str = "pettingllm train", description: str = "Train LLM policies on an env with AT-GRPO.",
@@ -41,24 +32,10 @@ def build_parser(prog: str = "pettingllm train", description: str = "Train LLM p
     """``--config FILE.yaml`` plus one ``--field-name VALUE`` option per field of config class
     ``cls``. Values stay strings here; :func:`config_from_args` coerces and checks them, so the
     command line and YAML share one set of rules and one kind of error (:class:`ConfigError`)."""
-    from pettingllm_envs.cli.errors import ArgumentParser  # one-line errors, plain-text help
-
     parser = ArgumentParser(prog=prog, description=description, argument_default=argparse.SUPPRESS)
     parser.add_argument("--config", help="YAML file with config fields; command-line options override it "
                                          "(default: none, the defaults below)")
-    docs = config_field_docs(cls)
-    for f in dataclasses.fields(cls):
-        tp = field_types(cls)[f.name]
-        default = f.default
-        if f.default_factory is not dataclasses.MISSING:  # a field has a default or a factory, never both
-            default = f.default_factory()
-        help_text = f"{docs.get(f.name, '')} (default: {default!r})".replace("%", "%%")  # argparse %-formats help
-        kwargs: dict[str, Any] = {"help": help_text, "dest": f.name}
-        if typing.get_origin(tp) is Literal:
-            kwargs["metavar"] = "{" + ",".join(typing.get_args(tp)) + "}"
-        if tp is bool:
-            kwargs.update(nargs="?", const=True, metavar="BOOL")  # `--resume` alone means true
-        parser.add_argument("--" + f.name.replace("_", "-"), **kwargs)
+    add_field_options(parser, cls)
     return parser
 
 
@@ -135,5 +112,5 @@ def run_config_from_args(args: dict[str, Any], *, prog: str, cls: type[ConfigT])
     return config
 
 
-__all__ = ["build_parser", "config_field_docs", "config_from_args", "load_config", "load_run_config",
+__all__ = ["build_parser", "config_from_args", "load_config", "load_run_config",
            "run_config_from_args"]

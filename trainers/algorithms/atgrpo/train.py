@@ -26,10 +26,10 @@ from typing import Any
 import torch
 
 import pettingllm_envs
-from pettingllm_envs.cli.checks import check_env_config, check_model
+from pettingllm_envs.commandline.checks import check_env_config, check_model
 from trainers.algorithms.atgrpo.config import TrainConfig
 from trainers.algorithms.atgrpo.options import load_run_config
-from trainers.algorithms.generators import build_generator, generation_choices
+from trainers.algorithms.generation_setup import build_generator, generation_choices
 from trainers.generation import Generation, Generator
 from trainers.harness.errors import ConfigError
 from trainers.harness.profile import TOKENS_GENERATED, TOKENS_TRAINED, StepProfile, timed_rollout
@@ -53,8 +53,8 @@ from trainers.learning.update import UpdateStats, ppo_update
 from trainers.maths.advantages import group_advantages, group_key
 from trainers.maths.evaluation import evaluation_metrics
 from trainers.maths.seeding import RequestSeeds, derive_seed, isolated_rng, seed_everything
-from trainers.maths.timing import count, phase
 from trainers.models.policy_set import PolicySet
+from trainers.profiling.phases import count, phase
 from trainers.rollout.episodes import (
     LocalTree,
     Messages,
@@ -147,7 +147,7 @@ class Trainer:
             raise ConfigError(str(error)) from None
 
     def make_generator(self, checkpoint: Path | None) -> Generator:
-        """The generation backend of the config (:func:`trainers.algorithms.generators.build_generator`)."""
+        """The generation backend of the config (:func:`trainers.algorithms.generation_setup.build_generator`)."""
         return build_generator(self.config, self.policies, checkpoint=checkpoint)
 
     def tree_states(self, problems: Sequence[int]) -> TreeStates:

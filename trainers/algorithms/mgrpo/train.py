@@ -27,7 +27,7 @@ through the store: the inference channel, :mod:`trainers.algorithms.mgrpo.remote
 training the two exchange only scalar records keyed by ``(step, question, rollout)``: each
 rollout's outcome (main reward, correctness, per-delegation rewards, which delegation each sub
 action served) and each side's batch and update statistics.
-``python -m trainers.algorithms.mgrpo.train --role main|sub`` runs one side, e.g. on two
+``pettingllm train-mgrpo --role main|sub`` runs one side, e.g. on two
 machines sharing a Redis store.
 
 Every run has the run harness's guarantees (:mod:`trainers.harness.run_dir`, :mod:`trainers.algorithms.mgrpo.run`):
@@ -57,8 +57,8 @@ import torch
 
 import pettingllm_envs
 from pettingllm_envs.capabilities import Delegation, MissingCapability, capability
-from pettingllm_envs.cli.checks import check_env_config, check_model
-from pettingllm_envs.cli.errors import UsageError
+from pettingllm_envs.commandline.checks import check_env_config, check_model
+from pettingllm_envs.commandline.errors import UsageError
 from trainers.algorithms.atgrpo.options import build_parser as config_parser
 from trainers.algorithms.atgrpo.options import run_config_from_args
 from trainers.algorithms.mgrpo.alignment import BatchStats, PolicySample, main_batch, single_agent_batch, sub_batch
@@ -92,8 +92,8 @@ from trainers.harness.run_dir import (
 from trainers.learning.metrics import action_reward_metrics, group_metrics, update_metrics
 from trainers.learning.update import UpdateStats, ppo_update
 from trainers.maths.seeding import derive_seed, seed_everything
-from trainers.maths.timing import count, phase
 from trainers.models.policy_set import PolicySet
+from trainers.profiling.phases import count, phase
 from trainers.rollout.episodes import Messages
 
 
@@ -489,8 +489,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 __all__ = ["MODES", "MGRPOConfig", "RolePolicy", "env_delegation", "main", "run_local", "run_main_side",
            "run_sub_side", "run_two_process", "step_metrics"]
 
-
-if __name__ == "__main__":  # ``python -m trainers.algorithms.mgrpo.train`` is ``pettingllm train-mgrpo``
-    from pettingllm_envs.cli import main as cli_main
-
-    raise SystemExit(cli_main(["train-mgrpo", *sys.argv[1:]]))

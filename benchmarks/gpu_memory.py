@@ -251,7 +251,7 @@ def table(rows: list[Row], root: Path, gpu_gib: int = 80) -> str:
 #: The recipes' table (recipes/gpu/README.md between the ``memory-table`` markers): both models, full
 #: fine-tuning and LoRA, on one node and on two (Ray), and full fine-tuning under torchrun on one node
 #: (rank 0's GPU also holds both engines, so each gets a KV cache of 12 GiB).
-RECIPE_DIR = Path(__file__).resolve().parents[2] / "recipes" / "gpu"
+RECIPE_DIR = Path(__file__).resolve().parents[1] / "recipes" / "gpu"
 _LORA = (("lora", True), ("lora_r", 16), ("lora_alpha", 32))
 RECIPE_ROWS = [row for run in ("plan_path_qwen2.5_1.5b_per_role.yaml", "plan_path_qwen3_1.7b_per_role.yaml")
                for row in (Row(run, "ray", "layout_1node.yaml"), Row(run, "ray", "layout_2nodes.yaml"),
@@ -268,11 +268,11 @@ def readme_with_table(text: str, rendered: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m trainers.distributed.memory [--write]``: print the recipes' table, or write it into
+    """``python -m benchmarks.gpu_memory [--write]``: print the recipes' table, or write it into
     recipes/gpu/README.md."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m trainers.distributed.memory", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_memory", description=main.__doc__)
     parser.add_argument("--write", action="store_true", help="update the table in recipes/gpu/README.md")
     parser.add_argument("--gpu-gib", type=int, default=80, help="memory of one GPU (default: 80)")
     args = parser.parse_args(argv)

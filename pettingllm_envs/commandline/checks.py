@@ -14,7 +14,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from pettingllm_envs.cli.errors import UsageError, did_you_mean
+from pettingllm_envs.commandline.errors import UsageError, did_you_mean
 from pettingllm_envs.extras import extra_hint
 from pettingllm_envs.registry import env_module, list_envs, make, missing_optional_envs
 
@@ -77,6 +77,7 @@ def check_env_config(env_id: str, env_kwargs: dict[str, Any]) -> None:
     (its dataset file exists and parses)."""
     check_env_id(env_id)
     config_class = getattr(getattr(env_module(env_id), "raw_env", None), "config_class", None)
+    build_config: Any = config_class  # the env's own config class: it validates itself
     if config_class is None or not dataclasses.is_dataclass(config_class):
         _check_builds(env_id, env_kwargs)  # an env registered from outside: its constructor checks its config
         return
@@ -89,7 +90,7 @@ def check_env_config(env_id: str, env_kwargs: dict[str, Any]) -> None:
         if not _type_matches(hints.get(key), value):
             raise UsageError(f"{env_id} config field {key!r} must be {hints[key].__name__}, got {value!r}")
     try:
-        config_class(**env_kwargs).validate()
+        build_config(**env_kwargs).validate()
     except (TypeError, ValueError) as error:
         raise UsageError(f"{env_id} config: {error}") from error
     # Constructing the env loads its data: a dataset path with a typo fails here, as one line.

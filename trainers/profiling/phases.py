@@ -12,9 +12,9 @@ subtracted from the outer phase, so the phases of a step never count a second tw
 is at most the step's wall time. An outer phase keeps what its inner phases did not measure
 (``update`` is the part of an update that is neither scoring, backward, optimizer nor weight sync).
 
-This lives in the bottom layer, beside the seeds' streams, because every layer times its own work
-(the learning layer its backward, the algorithms their logging and checkpoints): it imports only the
-standard library, so any module of ``trainers`` can import it.
+This is the bottom layer, below ``maths``, because every layer times its own work (the learning
+layer its backward, the algorithms their logging and checkpoints): it imports only the standard
+library, so any module of ``trainers`` can import it.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ class ArgumentParser(argparse.ArgumentParser):
     def format_help(self) -> str:
         return terminal_text(super().format_help())
 
-    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             # Unknown options of a subcommand surface here: suggest among the chosen command's options.
