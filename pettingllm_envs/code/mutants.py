@@ -64,6 +64,7 @@ from typing import Any
 
 from pettingllm_envs.code.datasets import AssertTest, CodeProblem, Test
 from pettingllm_envs.code.judge.host_checks import answer_on_host
+from pettingllm_envs.code.judge.limits import DEFAULT_LIMITS, JudgeLimits
 from pettingllm_envs.code.judge.one_process import one_process_jobs, record_replies
 from pettingllm_envs.code.judge.programs import ANSWER_PROGRAM
 from pettingllm_envs.code.judge.replies import answer_stdin, read_replies
@@ -220,18 +221,20 @@ class Screened:
     """Per hidden test: every kept mutant passes it, so passing it shows no fix."""
 
 
-def mutant_sources(problem: CodeProblem, *, memory_mb: int = 512, workers: int = 2) -> tuple[str, ...]:
+def mutant_sources(problem: CodeProblem, limits: JudgeLimits = DEFAULT_LIMITS) -> tuple[str, ...]:
     """Up to :data:`MAX_MUTANTS` seeded plausible wrong programs made from ``problem``'s
     reference (see the module docstring)."""
-    return screened(problem, memory_mb=memory_mb, workers=workers).sources
+    return screened(problem, limits).sources
 
 
-def screened(problem: CodeProblem, *, memory_mb: int = 512, workers: int = 2) -> Screened:
-    """:func:`mutant_sources` with the hidden tests every kept mutant passes."""
+def screened(problem: CodeProblem, limits: JudgeLimits = DEFAULT_LIMITS) -> Screened:
+    """:func:`mutant_sources` with the hidden tests every kept mutant passes. The screen runs
+    under ``limits``' memory and parallelism but its own short time limits (:data:`SCREEN_CPU`,
+    :data:`SCREEN_WALL`): a mutant that does not answer within them is dropped."""
     candidates = _all_mutations(problem.reference)
     seed = hashlib.sha256(f"{problem.problem_id}\0{problem.reference}".encode()).digest()
     random.Random(seed).shuffle(candidates)
-    (answerable, reference), = _screen(problem, [problem.reference], memory_mb, workers)
+    (answerable, reference), = _screen(problem, [problem.reference], limits)
     if not any(v is not None for v in answerable):
         return Screened((), (False,) * len(problem.tests))
     distinct: list[tuple[str, tuple[bool | None, ...]]] = []  # the first mutant of each pattern of hidden verdicts
@@ -239,7 +242,7 @@ def screened(problem: CodeProblem, *, memory_mb: int = 512, workers: int = 2) ->
     seen: set[tuple[bool | None, ...]] = set()
     for start in range(0, min(len(candidates), CANDIDATES), SCREEN_BATCH):
         batch = candidates[start: min(start + SCREEN_BATCH, CANDIDATES)]
-        for code, (verdicts, replies) in zip(batch, _screen(problem, batch, memory_mb, workers), strict=True):
+        for code, (verdicts, replies) in zip(batch, _screen(problem, batch, limits), strict=True):
             if [v is not None for v in verdicts] != [v is not None for v in answerable]:
                 continue  # it did not answer every call: it loops or dies
             if not _plausible(problem, verdicts, reference, replies):
@@ -280,8 +283,8 @@ def _alike(reply: Any, expected: Any) -> bool:
     return reply[0] == expected[0] == "raise"
 
 
-def _screen(problem: CodeProblem, codes: list[str], memory_mb: int,
-            workers: int) -> list[tuple[list[bool | None], dict[str, Any]]]:
+def _screen(problem: CodeProblem, codes: list[str],
+            limits: JudgeLimits) -> list[tuple[list[bool | None], dict[str, Any]]]:
     """Each code's verdict on each hidden test from one answering process per code (the
     judge's cheapest run, no driver), None where the run did not answer (it looped or died)
     or the test's calls are not known in advance, and its replies by call."""
@@ -291,7 +294,7 @@ def _screen(problem: CodeProblem, codes: list[str], memory_mb: int,
     jobs = one_process_jobs(suites, outcomes)
     results = execute_many([ANSWER_PROGRAM] * len(jobs), stdins=[answer_stdin(suites[i], list(calls), SCREEN_CPU)
                                                                  for i, _, calls, _ in jobs],
-                           workers=workers, timeout=SCREEN_WALL, memory_mb=memory_mb)
+                           workers=limits.workers, timeout=SCREEN_WALL, memory_mb=limits.memory_mb)
     for job, result in zip(jobs, results, strict=True):
         record_replies(job, result, suites[job[0]], outcomes, 40)
         answered = read_replies(result, list(job[2]), job[3])[1]
@@ -305,7 +308,7 @@ _cache: dict[tuple[str, str], Screened] = {}
 _cache_lock = Lock()
 
 
-def problem_screened(problem: CodeProblem, *, memory_mb: int = 512, workers: int = 2) -> Screened:
+def problem_screened(problem: CodeProblem, limits: JudgeLimits = DEFAULT_LIMITS) -> Screened:
     """:func:`screened`, computed once per problem and process (function style only; a stdio
     problem has no mutants: its tests compare the whole output)."""
     if problem.style != "function":
@@ -314,15 +317,15 @@ def problem_screened(problem: CodeProblem, *, memory_mb: int = 512, workers: int
     with _cache_lock:
         known = _cache.get(key)
     if known is None:
-        known = screened(problem, memory_mb=memory_mb, workers=workers)
+        known = screened(problem, limits)
         with _cache_lock:
             known = _cache.setdefault(key, known)
     return known
 
 
-def problem_mutants(problem: CodeProblem, *, memory_mb: int = 512, workers: int = 2) -> tuple[str, ...]:
+def problem_mutants(problem: CodeProblem, limits: JudgeLimits = DEFAULT_LIMITS) -> tuple[str, ...]:
     """:func:`mutant_sources`, computed once per problem and process."""
-    return problem_screened(problem, memory_mb=memory_mb, workers=workers).sources
+    return problem_screened(problem, limits).sources
 
 
 def repaired_source(problem: CodeProblem, mutant: str) -> str:

@@ -20,14 +20,16 @@ from typing import Any
 from uuid import uuid4
 
 from pettingllm_envs.code.datasets import CodeProblem, Test
+from pettingllm_envs.code.judge.limits import JudgeLimits
 from pettingllm_envs.code.judge.scheduler import judge_jobs
 from pettingllm_envs.code.judge.suite import Outcome
 from pettingllm_envs.core.process_shared import reduce_to_key
 
 __all__ = ["CacheKey", "OutcomeCache"]
 
-#: What the cache is keyed by: (problem id, code, test, perturbed results, (time limit, memory
-#: limit, shown_chars)): a verdict judged under other limits is another verdict.
+#: What the cache is keyed by: (problem id, code, test, perturbed results, the limits a verdict
+#: depends on (:meth:`JudgeLimits.verdict_key`: time, memory, shown_chars)): a verdict judged
+#: under other limits is another verdict.
 CacheKey = tuple[str, str, Test, bool, tuple[float, int, int]]
 
 
@@ -61,17 +63,16 @@ class OutcomeCache:
                 self._items.popitem(last=False)
 
     def judge(self, problem: CodeProblem, jobs: Sequence[tuple[str, Test]], perturbed: Sequence[Test] = (), *,
-              timeout: float, memory_mb: int, workers: int, shown_chars: int) -> list[Outcome]:
+              limits: JudgeLimits) -> list[Outcome]:
         """Verdicts of (code, test) pairs of ``problem``, then of its reference on the
-        ``perturbed`` tests with every result it returns perturbed; cached verdicts are
-        reused, the rest (deduplicated) run in one batch."""
+        ``perturbed`` tests with every result it returns perturbed, all under ``limits``;
+        cached verdicts are reused, the rest (deduplicated) run in one batch."""
         wanted = [(code, test, False) for code, test in jobs] + [(problem.reference, t, True) for t in perturbed]
-        limits = (timeout, memory_mb, shown_chars)
-        keys: list[CacheKey] = [(problem.problem_id, code, test, flag, limits) for code, test, flag in wanted]
+        verdict_limits = limits.verdict_key()
+        keys: list[CacheKey] = [(problem.problem_id, code, test, flag, verdict_limits) for code, test, flag in wanted]
         known = {key: self.get(key) for key in keys}
         missing = [key for key, outcome in known.items() if outcome is None]
-        outcomes = judge_jobs(problem, [(code, test, flag) for _, code, test, flag, _ in missing],
-                              timeout=timeout, memory_mb=memory_mb, workers=workers, shown_chars=shown_chars)
+        outcomes = judge_jobs(problem, [(code, test, flag) for _, code, test, flag, _ in missing], limits)
         for key, outcome in zip(missing, outcomes, strict=True):
             known[key] = outcome
             self.put(key, outcome)

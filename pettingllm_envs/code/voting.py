@@ -51,10 +51,10 @@ def coder_keys(env: AECEnv, problem: CodeProblem, texts: Sequence[str]) -> list[
     probes = doctest_probes(problem.statement) if problem.style == "function" else []
     if not probes:
         return [" ".join(code.split()) if code else None for code in codes]
-    config = env.unwrapped.config
+    limits = env.unwrapped.config.judge_limits()
     jobs = [i for i, code in enumerate(codes) if code]
     results = execute_many([behaviour_program(problem.preamble or problem.statement, codes[i], probes) for i in jobs],
-                           timeout=config.test_timeout, memory_mb=config.memory_mb, workers=config.workers)
+                           timeout=limits.timeout, memory_mb=limits.memory_mb, workers=limits.workers)
     keys: list[Hashable | None] = [None] * len(texts)
     for i, result in zip(jobs, results, strict=True):
         if result.returncode == 0 and not result.timed_out:

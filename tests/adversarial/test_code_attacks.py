@@ -24,7 +24,7 @@ import pytest
 from code_problems import ADD, WRONG_ADD, fence, fresh_problem
 
 from pettingllm_envs.code import stdio_number_problems, stdio_problems, stdio_text_problems
-from pettingllm_envs.code.code_env import judge_many, raw_env
+from pettingllm_envs.code.code_env import JudgeLimits, judge_many, raw_env
 from pettingllm_envs.code.datasets import AssertTest, builtin_stdio, humaneval
 
 
@@ -34,7 +34,7 @@ def fresh(problem_id: str = ADD, **config) -> raw_env:
 
 def hidden_passes(code: str, timeout: float = 2.0) -> int:
     problem = humaneval().get(ADD)
-    return sum(o.passed for o in judge_many(problem, [(code, t) for t in problem.tests], timeout=timeout))
+    return sum(o.passed for o in judge_many(problem, [(code, t) for t in problem.tests], JudgeLimits(timeout=timeout)))
 
 
 # ------------------------------------------------------------------ coder: the verdict path
@@ -288,7 +288,7 @@ for record in PROBLEMS:
         if test["input"] == given:
             print(test["output"])
 """
-    outcomes = judge_many(problem, [(cheat, t) for t in problem.tests], timeout=10)
+    outcomes = judge_many(problem, [(cheat, t) for t in problem.tests], JudgeLimits(timeout=10))
     assert not any(o.passed for o in outcomes)
 
 
@@ -308,7 +308,7 @@ def add(x, y):
         return object()
     return x + y
 """
-    outcomes = judge_many(problem, [(code, t) for t in problem.tests], timeout=1.0)
+    outcomes = judge_many(problem, [(code, t) for t in problem.tests], JudgeLimits(timeout=1.0))
     assert [o.passed for o in outcomes] == [True, False, False, False, True, True]
     assert "exited" in outcomes[1].reason and "timed out" in outcomes[2].reason
     assert "not plain data" in outcomes[3].reason

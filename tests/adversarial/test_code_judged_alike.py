@@ -23,7 +23,7 @@ from adversarial.test_code_episode_attacks import (
     WRONG_FLIP_AGAIN,
     _returns,
 )
-from pettingllm_envs.code.code_env import judge_many
+from pettingllm_envs.code.code_env import JudgeLimits, judge_many
 from pettingllm_envs.code.datasets import AssertTest, humaneval
 from pettingllm_envs.code.judge.recording import recorded_calls
 from pettingllm_envs.code.mutants import problem_mutants, repaired_source
@@ -60,9 +60,8 @@ def test_the_verdict_cache_keys_on_the_time_limit():
     problem = humaneval().get(ADD)
     test = AssertTest("import time", "time.sleep(1.2)\nassert add(2, 3) == 5")
     cache = OutcomeCache(64)
-    judge = {"memory_mb": 512, "workers": 1, "shown_chars": 400}
-    assert not cache.judge(problem, [(problem.reference, test)], timeout=1.0, **judge)[0].passed
-    assert cache.judge(problem, [(problem.reference, test)], timeout=3.0, **judge)[0].passed
+    assert not cache.judge(problem, [(problem.reference, test)], limits=JudgeLimits(timeout=1.0, workers=1))[0].passed
+    assert cache.judge(problem, [(problem.reference, test)], limits=JudgeLimits(timeout=3.0, workers=1))[0].passed
 
 
 def test_a_test_that_reads_a_line_number_earns_no_more_than_an_honest_test():
@@ -103,7 +102,7 @@ def test_a_test_cannot_tell_programs_apart_except_by_their_results(channel):
     codes = [problem.reference, ast.unparse(ast.parse(problem.reference)),
              "\n\n# the sum\n\n\n" + problem.reference.replace("return", "# add them\n    return"),
              "def add(x, y):\n    return x + y"]
-    verdicts = {o.passed for o in judge_many(problem, [(code, test) for code in codes], timeout=3.0)}
+    verdicts = {o.passed for o in judge_many(problem, [(code, test) for code in codes], JudgeLimits(timeout=3.0))}
     assert len(verdicts) == 1, (channel, verdicts)
 
 
@@ -114,7 +113,8 @@ def test_every_kept_mutant_is_wrong_in_its_values_not_only_by_crashing():
     for problem_id in ("HumanEval/0", "HumanEval/12", FLIP, "HumanEval/120"):
         problem = humaneval().get(problem_id)
         for mutant in problem_mutants(problem):
-            outcomes = judge_many(problem, [(repaired_source(problem, mutant), t) for t in problem.tests], timeout=2.0)
+            outcomes = judge_many(problem, [(repaired_source(problem, mutant), t) for t in problem.tests],
+                                  JudgeLimits(timeout=2.0))
             assert not all(o.passed for o in outcomes), (problem_id, mutant)
 
 

@@ -9,7 +9,8 @@ The whole path from a program an agent wrote to its reward, in order (``code`` i
    holding an ``assert``). ``code.code_env.raw_env.run`` then asks for verdicts.
 2. **Judge each pair once.** :class:`code.verdict_cache.OutcomeCache` answers the (problem,
    code, test, perturbed, limits) pairs an env family has judged before and sends the rest to
-   :func:`judge.scheduler.judge_jobs`.
+   :func:`judge.scheduler.judge_jobs`. Every program of an env runs under one
+   :class:`judge.limits.JudgeLimits` (time, memory, parallelism, reason length).
 3. **Group the tests into runs** (:mod:`judge.scheduler`). A stdio problem's program runs once
    per test, its input on stdin, and :mod:`judge.stdio` compares the output token by token. A
    function-style problem's tests form :class:`judge.suite.Suite` objects: the hidden tests

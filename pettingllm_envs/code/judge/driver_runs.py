@@ -12,6 +12,7 @@ import functools
 import json
 
 from pettingllm_envs.code.datasets import AssertTest
+from pettingllm_envs.code.judge.limits import JudgeLimits
 from pettingllm_envs.code.judge.sandboxed.loading import FRAME_DIGITS, clip
 from pettingllm_envs.code.judge.sandboxed.wire import Unsupported, call_key, to_wire
 from pettingllm_envs.code.judge.sources import compiled_hex, test_source
@@ -59,8 +60,9 @@ def prefetch_calls(suite: Suite) -> list[list]:
     return list(unique.values())
 
 
-def driver_stdin(suite: Suite, token: str, timeout: float, shown_chars: int, prefetch: bool = True) -> str:
-    """Frame 1 (for the code's process) then frame 2 (for the driver, read after the fork)."""
+def driver_stdin(suite: Suite, token: str, limits: JudgeLimits, prefetch: bool = True) -> str:
+    """Frame 1 (for the code's process) then frame 2 (for the driver, read after the fork: the
+    tests and the limits the driver applies, ``limits.timeout`` per test)."""
     problem = suite.problem
     tests = []
     for test in suite.tests:
@@ -72,7 +74,8 @@ def driver_stdin(suite: Suite, token: str, timeout: float, shown_chars: int, pre
     code = {"preamble": preamble, "code": compiled_hex(suite.code, "solution.py")[0],
             "entry_point": problem.entry_point, "perturb": suite.perturb}
     judged = {"token": token, "preamble": preamble, "entry_point": problem.entry_point, "tests": tests,
-              "timeout": timeout, "shown_chars": shown_chars, "prefetch": prefetch_calls(suite) if prefetch else []}
+              "timeout": limits.timeout, "shown_chars": limits.shown_chars,
+              "prefetch": prefetch_calls(suite) if prefetch else []}
     return frame(code) + frame(judged)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pettingllm_envs.code.judge.host_checks import answer_on_host, host_plan, host_plans
+from pettingllm_envs.code.judge.limits import JudgeLimits
 from pettingllm_envs.code.judge.programs import ANSWER_PROGRAM, RUN_SLACK_SECONDS
 from pettingllm_envs.code.judge.replies import answer_stdin, read_replies
 from pettingllm_envs.code.judge.sandboxed.loading import clip
@@ -61,16 +62,15 @@ def record_replies(job: OneProcessJob, result: ExecutionResult, suite: Suite,
         outcomes[i][j] = outcome if outcome is not None else answer_on_host(suite.problem, test, by_key, shown_chars)  # type: ignore[arg-type]
 
 
-def answer_in_one_process(suites: Sequence[Suite], outcomes: list[list[Outcome | None]], *, timeout: float,
-                          memory_mb: int, workers: int, shown_chars: int) -> None:
+def answer_in_one_process(suites: Sequence[Suite], outcomes: list[list[Outcome | None]], limits: JudgeLimits) -> None:
     """Judge the trusted tests whose calls are known in advance with one process per suite
     that only answers those calls (no driver, no fork: the cheapest run), on its own."""
     jobs = one_process_jobs(suites, outcomes)
-    stdins = [answer_stdin(suites[i], list(calls), timeout) for i, _, calls, _ in jobs]
-    results = execute_many([ANSWER_PROGRAM] * len(jobs), stdins=stdins, workers=workers,
-                           timeout=timeout + RUN_SLACK_SECONDS, memory_mb=memory_mb)
+    stdins = [answer_stdin(suites[i], list(calls), limits.timeout) for i, _, calls, _ in jobs]
+    results = execute_many([ANSWER_PROGRAM] * len(jobs), stdins=stdins, workers=limits.workers,
+                           timeout=limits.timeout + RUN_SLACK_SECONDS, memory_mb=limits.memory_mb)
     for job, result in zip(jobs, results, strict=True):
-        record_replies(job, result, suites[job[0]], outcomes, shown_chars)
+        record_replies(job, result, suites[job[0]], outcomes, limits.shown_chars)
 
 
 def one_process_inputs(suite: Suite, job: OneProcessJob, timeout: float) -> tuple[str, str]:

@@ -4,6 +4,7 @@ output is compared token by token here, outside the sandbox."""
 from __future__ import annotations
 
 from pettingllm_envs.code.datasets import IOTest
+from pettingllm_envs.code.judge.limits import JudgeLimits
 from pettingllm_envs.code.judge.sandboxed.loading import clip
 from pettingllm_envs.code.judge.suite import Outcome, error_tail
 from pettingllm_envs.sandbox import ExecutionResult
@@ -13,9 +14,10 @@ def tokens(text: str) -> list[str]:
     return text.split()
 
 
-def judge_stdio(test: IOTest, result: ExecutionResult, timeout: float, limit: int) -> Outcome:
+def judge_stdio(test: IOTest, result: ExecutionResult, limits: JudgeLimits) -> Outcome:
+    limit = limits.shown_chars
     if result.timed_out:
-        return Outcome(False, f"timed out after {timeout:g} s")
+        return Outcome(False, f"timed out after {limits.timeout:g} s")
     if not result.passed:
         why = result.stop_reason or f"exit code {result.returncode}"
         return Outcome(False, clip(f"failed ({why}):\n{error_tail(result.stderr, limit)}", limit))

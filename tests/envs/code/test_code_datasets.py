@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pettingllm_envs.code.code_env import judge_many, raw_env, scripted_policy
+from pettingllm_envs.code.code_env import JudgeLimits, judge_many, raw_env, scripted_policy
 from pettingllm_envs.code.datasets import IOTest, builtin_stdio, humaneval, load_dataset
 from pettingllm_envs.code.stdio_problems import PROBLEMS
 from pettingllm_envs.core import split_of
@@ -34,7 +34,7 @@ def test_every_canonical_solution_passes_its_split_tests_and_a_stub_fails():
     for problem in humaneval().problems:
         jobs = [(problem.reference, t) for t in problem.tests]
         stub = f"def {problem.entry_point}(*args, **kwargs):\n    return None\n"
-        outcomes = judge_many(problem, [*jobs, *((stub, t) for t in problem.tests)], timeout=10)
+        outcomes = judge_many(problem, [*jobs, *((stub, t) for t in problem.tests)], JudgeLimits(timeout=10))
         good, bad = outcomes[: len(jobs)], outcomes[len(jobs):]
         failures += [(problem.problem_id, o.reason) for o in good if not o.passed]
         if all(o.passed for o in bad):

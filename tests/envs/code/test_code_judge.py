@@ -9,7 +9,7 @@ import json
 import pytest
 from code_problems import ADD, fence
 
-from pettingllm_envs.code.code_env import format_tests, judge_many, parse_tests
+from pettingllm_envs.code.code_env import JudgeLimits, format_tests, judge_many, parse_tests
 from pettingllm_envs.code.datasets import AssertTest, IOTest, builtin_stdio, humaneval
 from pettingllm_envs.code.judge.driver_runs import driver_stdin
 from pettingllm_envs.code.judge.one_process import answer_in_one_process, one_process_jobs
@@ -65,7 +65,7 @@ def test_failure_reasons_explain_what_went_wrong():
     wrong, loop, syntax, raises = judge_many(problem, [
         ("def add(x, y):\n    return x - y", test), ("def add(x, y):\n    while True: pass", test),
         ("def add(x, y):\n    return (x +", test), ("def add(x, y):\n    raise ValueError('nope')", test)],
-        timeout=0.5)
+        JudgeLimits(timeout=0.5))
     assert "AssertionError" in wrong.reason and "add(2, 2) returned 0" in wrong.reason
     assert "timed out" in loop.reason
     assert "failed to load: SyntaxError" in syntax.reason and "line 2 of the code" in syntax.reason
@@ -81,7 +81,8 @@ def test_the_program_is_the_same_driver_for_every_run_and_the_tests_come_after_t
     comes first, so the process that runs it is forked before the tests are read."""
     problem = humaneval().get(ADD)
     assert "assert" not in DRIVER_PROGRAM and "candidate(" not in DRIVER_PROGRAM
-    stdin = driver_stdin(Suite(problem, "def add(x, y):\n    return x + y", problem.tests), "t" * 32, 1.0, 400)
+    suite = Suite(problem, "def add(x, y):\n    return x + y", problem.tests)
+    stdin = driver_stdin(suite, "t" * 32, JudgeLimits(timeout=1.0))
     first = int(stdin[:FRAME_DIGITS])
     code_frame = stdin[FRAME_DIGITS: FRAME_DIGITS + first]
     assert "t" * 32 not in code_frame and "prefetch" not in code_frame
@@ -101,21 +102,21 @@ def test_hidden_tests_with_known_calls_run_on_the_host_on_the_codes_replies():
     for test in problem.tests:
         assert test.check not in stdin
     outcomes = [[None] * len(problem.tests)]
-    answer_in_one_process([suite], outcomes, timeout=2.0, memory_mb=512, workers=1, shown_chars=400)
+    answer_in_one_process([suite], outcomes, JudgeLimits(timeout=2.0, workers=1))
     assert [o is not None and o.passed for o in outcomes[0]] == [True] * 6
     wrong = Suite(problem, "def add(x, y):\n    return x * y", problem.tests, trusted=True)
     outcomes = [[None] * len(problem.tests)]
-    answer_in_one_process([wrong], outcomes, timeout=2.0, memory_mb=512, workers=1, shown_chars=400)
+    answer_in_one_process([wrong], outcomes, JudgeLimits(timeout=2.0, workers=1))
     assert not any(o.passed for o in outcomes[0])
     assert "add(2, 3) returned 6" in outcomes[0][2].reason
     untrusted = Suite(problem, wrong.code, problem.tests)  # tester tests never run on the host
     outcomes = [[None] * len(problem.tests)]
-    answer_in_one_process([untrusted], outcomes, timeout=2.0, memory_mb=512, workers=1, shown_chars=400)
+    answer_in_one_process([untrusted], outcomes, JudgeLimits(timeout=2.0, workers=1))
     assert outcomes == [[None] * len(problem.tests)]
     nested = add_problem_with_tests("assert candidate(candidate(1, 2), 3) == 6", "assert candidate(1, 1) == 2")
     outcomes = [[None, None]]
-    answer_in_one_process([Suite(nested, suite.code, nested.tests, trusted=True)], outcomes, timeout=2.0,
-                          memory_mb=512, workers=1, shown_chars=400)
+    answer_in_one_process([Suite(nested, suite.code, nested.tests, trusted=True)], outcomes,
+                          JudgeLimits(timeout=2.0, workers=1))
     assert outcomes[0][0] is None and outcomes[0][1].passed
     assert all(o.passed for o in judge_many(nested, [(suite.code, t) for t in nested.tests]))
 

@@ -14,6 +14,7 @@ import warnings
 
 from pettingllm_envs.code.datasets import AssertTest, humaneval
 from pettingllm_envs.code.judge.host_checks import answer_on_host, host_plans
+from pettingllm_envs.code.judge.limits import JudgeLimits
 from pettingllm_envs.code.judge.one_process import answer_in_one_process, one_process_jobs
 from pettingllm_envs.code.judge.recording import call_text, recorded_calls
 from pettingllm_envs.code.judge.replies import SIMPLE_REPLY, read_reply, wire_call
@@ -97,7 +98,7 @@ def test_recording_runs_past_a_failed_assert_and_records_the_messages_calls():
                           (iscube, iscube.preamble + "def iscube(a):\n    return None\n")):
         suite = Suite(problem, code, problem.tests, trusted=True)
         outcomes = [[None] * len(problem.tests)]
-        answer_in_one_process([suite], outcomes, timeout=3.0, memory_mb=512, workers=1, shown_chars=400)
+        answer_in_one_process([suite], outcomes, JudgeLimits(timeout=3.0, workers=1))
         assert None not in outcomes[0]  # all judged on the host, none left to the driver
     assert all(o.passed for o in judge_many(find_zero, [(find_zero.preamble + find_zero.reference, t)
                                                         for t in find_zero.tests]))
@@ -117,7 +118,7 @@ def test_calls_travel_as_json_only_where_json_carries_them_exactly():
     suite = Suite(problem, code, problem.tests, trusted=True)
     assert len(one_process_jobs([suite], [[None] * 3])[0][2]) == 3
     outcomes = [[None] * 3]
-    answer_in_one_process([suite], outcomes, timeout=2.0, memory_mb=512, workers=1, shown_chars=400)
+    answer_in_one_process([suite], outcomes, JudgeLimits(timeout=2.0, workers=1))
     assert [o.passed for o in outcomes[0]] == [True, True, True]
 
 
@@ -157,8 +158,8 @@ def test_a_code_that_answers_with_the_expected_texts_other_form_is_judged_by_val
         AssertTest("candidate = add", "assert candidate(3, 2) == [1, 2]")))
     code = "def add(x, y):\n    return {1: {'b': 2, 'a': 1}, 2: 4.0, 3: (1, 2)}[x]"
     outcomes = [[None] * 3]
-    answer_in_one_process([Suite(problem, code, problem.tests, trusted=True)], outcomes, timeout=2.0,
-                          memory_mb=512, workers=1, shown_chars=400)
+    answer_in_one_process([Suite(problem, code, problem.tests, trusted=True)], outcomes,
+                          JudgeLimits(timeout=2.0, workers=1))
     assert [o.passed for o in outcomes[0]] == [True, True, False]
     assert outcomes[0][2].reason == "AssertionError\nadd(3, 2) returned (1, 2)"
 

@@ -10,7 +10,7 @@ import copy
 import pytest
 from code_problems import fresh_problem
 
-from pettingllm_envs.code.code_env import judge_many
+from pettingllm_envs.code.code_env import JudgeLimits, judge_many
 from pettingllm_envs.code.datasets import humaneval
 from pettingllm_envs.code.mutants import MAX_MUTANTS, Mutator, kill_credit, mutant_sources, problem_mutants
 
@@ -55,7 +55,7 @@ def test_mutants_are_seeded_plausible_wrong_programs(problem_id):
     assert 1 <= len(mutants) <= MAX_MUTANTS and mutant_sources(problem) == mutants  # deterministic
     assert problem.reference not in mutants
     for mutant in mutants:  # none is equivalent on the hidden tests (nor wrong only by crashing: see the attacks)
-        passed = [o.passed for o in judge_many(problem, [(mutant, t) for t in problem.tests], timeout=2.0)]
+        passed = [o.passed for o in judge_many(problem, [(mutant, t) for t in problem.tests], JudgeLimits(timeout=2.0))]
         assert not all(passed), mutant
 
 
