@@ -43,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.recording import result_keys, start_recording, write_results
+
 #: Warm-up problems are train-split ids from here on, disjoint from the training runs' ids.
 WARMUP_OFFSET = 1_000_000
 CONDITIONS = ("variants", "temperature")
@@ -300,6 +302,9 @@ def plot(result: dict[str, Any], target: Path) -> None:
     plt.close(fig)
 
 
+RESULT_KEYS = result_keys("args", "conditions", "self_consistency", "theory", "seconds")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.degenerate_groups", description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=12)
@@ -319,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from trainers.algorithms.atgrpo.config import DEFAULT_PROMPT_VARIANTS
     from trainers.models.tiny_model import write_tiny_model
 
-    start = time.perf_counter()
+    recording, start = start_recording(), time.perf_counter()
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -344,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "theory": theory([0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9], [4, 8, 16], 0.5, args.sim_questions,
                                args.seeds[0]),
               "seconds": time.perf_counter() - start}
-    (out_dir / "degenerate_groups.json").write_text(json.dumps(result, indent=2))
+    result = write_results(out_dir / "degenerate_groups.json", result, recording)
     (out_dir / "degenerate_groups.md").write_text(markdown(result))
     plot(result, out_dir / "degenerate_groups.png")
     print(markdown(result))

@@ -22,7 +22,6 @@ Run: ``python benchmarks/mgrpo_comparison.py [--steps 6 --questions 2 --rollouts
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -32,9 +31,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.recording import result_keys, start_recording, write_results  # noqa: E402
 from trainers.algorithms.mgrpo.config import MODES  # noqa: E402  (after the sys.path line: runnable as a script)
 
 ENV = {"max_delegations": 2, "max_main_steps": 3, "max_tool_calls": 1}
+RESULT_KEYS = result_keys("args", "env_kwargs", "results")
 CURVES = ("reward/main", "reward/sub")
 
 
@@ -102,14 +103,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mgrpo_comparison"))
     args = parser.parse_args()
+    recording = start_recording()
     from trainers.models.tiny_model import write_tiny_model
 
     with tempfile.TemporaryDirectory() as tmp:
         results = run(write_tiny_model(Path(tmp) / "tiny"), Path(tmp), args)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"args": vars(args), "env_kwargs": ENV, "results": results},
-                                                   indent=1))
+    write_results(out.with_suffix(".json"), {"args": vars(args), "env_kwargs": ENV, "results": results}, recording)
     plot(results, out.with_suffix(".png"))
     print(table(results, last=max(1, args.steps // 2)))
     return 0

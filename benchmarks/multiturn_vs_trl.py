@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -55,9 +54,10 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks.recording import write_results  # noqa: E402
+from benchmarks.recording import result_keys, start_recording, write_results  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "multiturn_vs_trl.json"
+RESULT_KEYS = result_keys("environment", "envs")
 
 #: Per env: the trained role, and the tiny model's candidate actions (right for some train problems, wrong for others).
 ENVS: dict[str, dict[str, Any]] = {
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import torch
 
     if args.side is not None:  # a child process: the thread count is its own
-        from pettingllm_envs.cli.output import quiet_model_libraries
+        from pettingllm_envs.commandline.commands import quiet_model_libraries
 
         torch.set_num_threads(1)
         quiet_model_libraries()
@@ -249,22 +249,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         result = {"load_average_before": load, **(run_trl if args.side == "trl" else run_ours)(json.loads(args.task))}
         print(json.dumps(result))
         return result
-    import transformers
-    import trl
-
-    results: dict[str, Any] = {
-        "environment": {"python": platform.python_version(), "torch": torch.__version__,
-                        "transformers": transformers.__version__, "trl": trl.__version__, "cpus": os.cpu_count(),
-                        "torch_threads": 1, "load_average_before": os.getloadavg()},
-        "envs": {},
-    }
+    recording = start_recording()
+    results: dict[str, Any] = {"environment": {"torch_threads": 1}, "envs": {}}  # each child's thread count
     with tempfile.TemporaryDirectory() as scratch:
         for env in args.envs.split(","):
             results["envs"][env] = compare(env, args.problems, args.n, args.steps, args.max_turns, Path(scratch))
             print(json.dumps({env: results["envs"][env]}, indent=2), flush=True)
-    results["environment"]["load_average_after"] = os.getloadavg()
-    write_results(args.out, results)
-    return results
+    return write_results(args.out, results, recording)
 
 
 if __name__ == "__main__":

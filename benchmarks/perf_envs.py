@@ -16,20 +16,16 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
-import os
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pettingzoo
 from pettingzoo.classic import tictactoe_v3
 
 import pettingllm_envs
+from benchmarks.recording import result_keys, start_recording, write_results
 from pettingllm_envs.cli import format_table
 from pettingllm_envs.policies import scripted_policy
 
@@ -118,20 +114,7 @@ def print_markdown_table(columns: list[str], rows: list[str], *, left: int = 2) 
     print("\n".join(rows))
 
 
-def machine() -> dict[str, Any]:
-    """What a run measured on: timings depend on the cores, the load and the versions."""
-    return {"cpus": os.cpu_count(), "python": platform.python_version(), "pettingzoo": pettingzoo.__version__,
-            "load_average_1min": round(os.getloadavg()[0], 1)}
-
-
-def write_results(results: dict[str, Any], out: str) -> dict[str, Any]:
-    """Write ``results`` with the :func:`machine` they were measured on as JSON to ``out`` (its folder made),
-    and return them."""
-    results = {**results, "machine": machine()}
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2))
-    return results
+RESULT_KEYS = result_keys("baseline", "envs")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -141,6 +124,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", default="benchmarks/results/perf_envs.json")
     args = parser.parse_args(argv)
 
+    recording = start_recording()
     baseline = pettingzoo_tictactoe_steps_per_second(args.episodes * 5)
     results: dict[str, Any] = {"baseline": {"pettingzoo_tictactoe_v3_steps_per_s": baseline}, "envs": {}}
     rows = []
@@ -156,7 +140,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"baseline: PettingZoo tictactoe_v3, random legal moves: {baseline:,.0f} steps/s")
     print(format_table(["env", "steps/s (scripted)", "ratio to baseline", "deepcopy us", "naive deepcopy us",
                         "deepcopy speedup"], rows))
-    return write_results(results, args.out)
+    return write_results(args.out, results, recording)
 
 
 if __name__ == "__main__":

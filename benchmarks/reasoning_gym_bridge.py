@@ -27,7 +27,8 @@ import time
 from typing import Any
 
 import pettingllm_envs
-from benchmarks.perf_envs import deepcopy_costs, print_markdown_table, time_steps, write_results
+from benchmarks.perf_envs import deepcopy_costs, print_markdown_table, time_steps
+from benchmarks.recording import result_keys, start_recording, write_results
 from pettingllm_envs.bridges import reasoning_gym_datasets as catalogue
 from pettingllm_envs.policies import scripted_policy
 
@@ -61,6 +62,9 @@ def copy_microseconds(env_id: str, copies: int, **config: Any) -> tuple[float, f
     return ours * 1e6, naive * 1e6
 
 
+RESULT_KEYS = result_keys("datasets")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=4)
@@ -70,6 +74,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", default="benchmarks/results/reasoning_gym_bridge.json")
     args = parser.parse_args(argv)
 
+    recording = start_recording()
     results: dict[str, Any] = {"datasets": {}}
     rows = []
     for dataset in args.datasets or catalogue.all_datasets():
@@ -100,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     f"naive {naive / ours:.0f}x ours) | {solved}/{args.episodes} |")
     print_markdown_table(["dataset", "bridged", "new problem ms", "reasoner step ms (x math_v0)",
                           "tool step ms (x math_v0)", "deepcopy µs (x math_v0; naive / ours)", "oracle solved"], rows)
-    return write_results(results, args.out)
+    return write_results(args.out, results, recording)
 
 
 if __name__ == "__main__":

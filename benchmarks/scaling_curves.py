@@ -40,8 +40,6 @@ import ctypes
 import ctypes.util
 import json
 import math
-import os
-import platform
 import statistics
 import tempfile
 import time
@@ -51,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from benchmarks.recording import write_results
+from benchmarks.recording import result_keys, start_recording, write_results
 from benchmarks.trainer_memory import current_rss_bytes, peak_rss_bytes, peak_rss_reset
 from benchmarks.trainer_step import SHAPES, tree_overhead
 from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
@@ -59,6 +57,8 @@ from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_p
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "scaling_curves.json"
 PLOT = ROOT / "benchmarks" / "results" / "scaling_curves.png"
+RESULT_KEYS = result_keys("base", "sweeps", "max_new_tokens", "repeats", "tolerance", "quick", "torch_threads",
+                          "device", "shapes", "flagged", "seconds", optional=("tree_overhead",))
 ENV_ID = "scaling_v0"
 #: The base point every curve passes through: ``batch`` problems a step, ``n`` branches, ...
 BASE: dict[str, int] = {"n": 4, "turns": 1, "roles": 2, "prompt_chars": 128, "batch": 2}
@@ -280,8 +280,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--plot", type=Path, default=PLOT)
     args = parser.parse_args(argv)
+    recording = start_recording()
     import torch
-    import transformers
 
     from trainers.models.tiny_model import write_tiny_model
 
@@ -293,9 +293,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # One torch thread on a CPU: the step's CPU time is its compute, while its wall time on a shared
     # machine also counts waiting for a core; an accelerator's work is not the process's CPU time.
     basis = "step_cpu_s" if args.device == "cpu" and args.threads == 1 else "step_s"
-    started, load_before = time.perf_counter(), os.getloadavg()
+    started = time.perf_counter()
     results: dict[str, Any] = {"base": BASE, "sweeps": sweeps, "max_new_tokens": MAX_NEW_TOKENS, "repeats": repeats,
-                               "tolerance": TOLERANCE, "quick": args.quick, "shapes": {}}
+                               "tolerance": TOLERANCE, "quick": args.quick, "torch_threads": args.threads,
+                               "device": args.device, "shapes": {}}
     try:
         with tempfile.TemporaryDirectory() as tmp, registered():
             for shape in shapes:
@@ -315,16 +316,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     results["shapes"][shape][variable] = {"points": points, "fit": fit(points, variable, basis)}
         if args.tree_steps and not args.quick:
             results["tree_overhead"] = tree_overhead(args.tree_steps)
+        results["flagged"] = [f"{shape}/{variable}" for shape, curves in results["shapes"].items()
+                              for variable, curve in curves.items() if curve["fit"]["flagged"]]
+        results["seconds"] = time.perf_counter() - started
+        results = write_results(args.out, results, recording)  # the machine record with the run's thread count
     finally:
         torch.set_num_threads(threads)
-    results["flagged"] = [f"{shape}/{variable}" for shape, curves in results["shapes"].items()
-                          for variable, curve in curves.items() if curve["fit"]["flagged"]]
-    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-                          "transformers": transformers.__version__, "torch_threads": args.threads,
-                          "device": args.device, "load_average_before": list(load_before),
-                          "load_average_after": list(os.getloadavg())}
-    results["seconds"] = time.perf_counter() - started
-    write_results(args.out, results)
     plot(results, args.plot)
     print(f"wrote {args.out} and {args.plot}; flagged: {results['flagged'] or 'none'}")
     return results

@@ -28,7 +28,8 @@ from typing import Any
 import textarena
 
 import pettingllm_envs
-from benchmarks.perf_envs import mean_seconds, print_markdown_table, write_results
+from benchmarks.perf_envs import mean_seconds, print_markdown_table
+from benchmarks.recording import result_keys, start_recording, write_results
 from pettingllm_envs.bridges import textarena_games
 from pettingllm_envs.bridges.textarena_policies import scripted_policy
 
@@ -105,6 +106,9 @@ def copy_microseconds(game: str, copies: int, plies: int = 6) -> tuple[float, fl
     return statistics.median(ours) * 1e6, statistics.median(theirs) * 1e6
 
 
+RESULT_KEYS = result_keys("textarena", "games")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=3)
@@ -113,6 +117,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", default="benchmarks/results/textarena_bridge.json")
     args = parser.parse_args(argv)
 
+    recording = start_recording()
     results: dict[str, Any] = {"textarena": textarena.__version__, "games": {}}
     rows = []
     for game in args.games or sorted(textarena_games.GAMES):
@@ -138,7 +143,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             rows.append(f"| {game} | no: {reason} | | | | |")
     print_markdown_table(["game", "bridged", "step ms (x TextArena's own step)", "step ms with legal moves listed",
                           "deepcopy µs (x TextArena's wrapped game)", "scripted games won"], rows)
-    return write_results(results, args.out)
+    return write_results(args.out, results, recording)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -52,7 +51,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.recording import result_keys, start_recording, write_results  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results" / "trainer_memory.json"
+RESULT_KEYS = result_keys("shape", "rows", "prompt_tokens", "completion_tokens", "float32_logits_gb", "threads",
+                          "results")
 
 #: Qwen2.5-0.5B's shape (its config.json), minus the depth.
 QWEN25_05B = {"hidden_size": 896, "intermediate_size": 4864, "num_attention_heads": 14, "num_key_value_heads": 2,
@@ -258,6 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child:
         print(json.dumps(run_configuration(args.child[0], args.child[1], args)))
         return 0
+    recording = start_recording()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = write_model(Path(tmp), args.layers)
@@ -275,12 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logits_gb = args.rows * args.completion_tokens * QWEN25_05B["vocab_size"] * 4 / 1e9
     report = {"shape": {**QWEN25_05B, "num_hidden_layers": args.layers}, "rows": args.rows,
               "prompt_tokens": args.prompt_tokens, "completion_tokens": args.completion_tokens,
-              "float32_logits_gb": logits_gb, "threads": args.threads,
-              "machine": platform.processor() or platform.machine(),
-              "results": results}
+              "float32_logits_gb": logits_gb, "threads": args.threads, "results": results}
     print(f"one float32 [rows, completion, vocab] tensor: {logits_gb:.2f} GB")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=1))
+    write_results(RESULTS, report, recording)
     return 0
 
 

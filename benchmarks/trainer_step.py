@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -47,9 +45,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the toy env used as the single-turn workload
 sys.path.insert(0, str(ROOT))
-from benchmarks.recording import write_results  # noqa: E402
+from benchmarks.recording import result_keys, start_recording, write_results  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "trainer_step.json"
+RESULT_KEYS = result_keys("environment", "shapes", "tree_overhead")
 TOY_ENV = "toy_one_role_v0"  # tests/toy_one_role_env.py, registered for the run only
 
 #: Model shapes (``trainers.models.tiny_model.write_tiny_model`` arguments; byte-level vocabulary of 259).
@@ -216,30 +215,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Both comparisons and the tree overhead, written to ``args.out``."""
-    import torch
-    import transformers
-
-    try:
-        import trl
-
-        trl_version = trl.__version__
-    except ImportError:
-        trl_version = None
-    load_before = os.getloadavg()
-    results: dict[str, Any] = {
-        "environment": {"python": platform.python_version(), "torch": torch.__version__,
-                        "transformers": transformers.__version__, "trl": trl_version, "cpus": os.cpu_count(),
-                        "torch_threads": args.threads, "load_average_before": load_before},
-        "shapes": {},
-    }
+    recording = start_recording()
+    results: dict[str, Any] = {"environment": {"torch_threads": args.threads}, "shapes": {}}
     for shape in args.shapes.split(","):
         results["shapes"][shape] = compare(shape, args.prompts, args.n, args.max_new_tokens, args.repeats)
         print(json.dumps({shape: results["shapes"][shape]}, indent=2), flush=True)
     results["tree_overhead"] = tree_overhead(args.tree_steps)
-    results["environment"]["load_average_after"] = os.getloadavg()
     print(json.dumps({"tree_overhead": results["tree_overhead"]}, indent=2))
-    write_results(args.out, results)
-    return results
+    return write_results(args.out, results, recording)
 
 
 if __name__ == "__main__":

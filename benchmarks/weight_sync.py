@@ -28,17 +28,16 @@ Run: ``python -m benchmarks.weight_sync [--shapes tiny,small,135m --engines 2 --
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.recording import write_results
+from benchmarks.recording import result_keys, start_recording, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "weight_sync.json"
+RESULT_KEYS = result_keys("engines", "repeats", "backend", "shapes")
 
 #: LlamaConfig arguments per shape; tiny and small as ``trainers.models.tiny_model`` builds them
 #: (benchmarks/trainer_step.py's SHAPES), 135m as SmolLM2-135M-Instruct's config.
@@ -143,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timed syncs per path (after one warm-up)")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
+    recording = start_recording()
     import ray
-    import torch
 
     ray.init(num_cpus=args.engines + 1, include_dashboard=False, log_to_driver=False)
     try:
@@ -154,11 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             print(shape, shapes[shape], flush=True)
     finally:
         ray.shutdown()
-    results = {"engines": args.engines, "repeats": args.repeats, "backend": "gloo", "shapes": shapes,
-               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-                           "ray": ray.__version__, "load_average_1min": round(os.getloadavg()[0], 1)}}
-    out = Path(args.out)
-    write_results(out, results)
+    results = {"engines": args.engines, "repeats": args.repeats, "backend": "gloo", "shapes": shapes}
+    write_results(args.out, results, recording)
     return 0
 
 

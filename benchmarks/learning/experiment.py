@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.learning.report import markdown_table, plot, summarize
+from benchmarks.recording import result_keys, start_recording, write_results
 
 
 @dataclass(frozen=True)
@@ -295,11 +296,15 @@ def run_condition(setting: EnvSetting, condition: Condition, seed: int, warm: Pa
     return result
 
 
+#: learning.json of one run (run_experiment: its config) or of runs merged (combine: their parts).
+RESULT_KEYS = result_keys("envs", "seconds_total", optional=("config", "parts"))
+
+
 def run_experiment(cfg: ExperimentConfig, log: Any = sys.stderr) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    started = time.perf_counter()
+    recording, started = start_recording(), time.perf_counter()
     results: dict[str, Any] = {"config": _jsonable(asdict(cfg)), "envs": {}}
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -313,9 +318,9 @@ def run_experiment(cfg: ExperimentConfig, log: Any = sys.stderr) -> dict[str, An
             runs = [run_condition(setting, condition, seed, warm, cfg, before_cache, log) for seed in cfg.seeds]
             env_result["conditions"][condition.name] = {"runs": runs, "summary": summarize(runs, cfg.eval_problems)}
             results["seconds_total"] = time.perf_counter() - started
-            (out / "learning.json").write_text(json.dumps(results, indent=2))  # partial results survive a crash
+            write_results(out / "learning.json", results, recording)  # partial results survive a crash
     results["seconds_total"] = time.perf_counter() - started
-    (out / "learning.json").write_text(json.dumps(results, indent=2))
+    results = write_results(out / "learning.json", results, recording)
     (out / "learning.md").write_text(markdown_table(results))
     plot(results, out / "learning.png")
     return results
@@ -323,7 +328,8 @@ def run_experiment(cfg: ExperimentConfig, log: Any = sys.stderr) -> dict[str, An
 
 def combine(paths: Sequence[str | Path], out_dir: str | Path) -> dict[str, Any]:
     """One ``learning.json``/``.md``/``.png`` from the results of runs made in separate
-    processes (per env, or per group of conditions of an env), written to ``out_dir``."""
+    processes (per env, or per group of conditions of an env), written to ``out_dir``. Each part
+    keeps its machine record; the merged file's is the first part's (None when it has none)."""
     merged: dict[str, Any] = {"envs": {}, "parts": [], "seconds_total": 0.0}
     for path in paths:
         part = json.loads(Path(path).read_text())
@@ -332,11 +338,13 @@ def combine(paths: Sequence[str | Path], out_dir: str | Path) -> dict[str, Any]:
             if target["warm_start"]["config"] != env_result["warm_start"]["config"]:
                 raise ValueError(f"{path}: {env_id} was trained from another warm start than an earlier part's")
             target["conditions"].update(env_result["conditions"])
-        merged["parts"].append({"file": str(path), "config": part["config"], "seconds_total": part["seconds_total"]})
+        merged["parts"].append({"file": str(path), "config": part["config"], "seconds_total": part["seconds_total"],
+                                "machine": part.get("machine")})
         merged["seconds_total"] += part["seconds_total"]
+    merged["machine"] = merged["parts"][0]["machine"] if merged["parts"] else None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "learning.json").write_text(json.dumps(merged, indent=2))
+    (out / "learning.json").write_text(json.dumps(merged, indent=2) + "\n")
     (out / "learning.md").write_text(markdown_table(merged))
     plot(merged, out / "learning.png")
     return merged
@@ -354,7 +362,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def build_parser(prog: str = "python -m benchmarks.learning") -> argparse.ArgumentParser:
-    from pettingllm_envs.cli.errors import ArgumentParser
+    from pettingllm_envs.commandline.errors import ArgumentParser
 
     parser = ArgumentParser(prog=prog, description="AT-GRPO against its ablations and the "
                             "single-agent baseline, from one warm start, on held-out problems.")
@@ -380,7 +388,7 @@ def build_parser(prog: str = "python -m benchmarks.learning") -> argparse.Argume
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m benchmarks.learning [options]``; a bad option is one line on stderr and exit status 2."""
-    from pettingllm_envs.cli.errors import UsageError
+    from pettingllm_envs.commandline.errors import UsageError
 
     parser = build_parser()
     try:

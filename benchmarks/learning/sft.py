@@ -264,17 +264,13 @@ def build_parser(prog: str = "python -m benchmarks.learning.sft") -> Any:
     """``--config FILE.yaml`` plus ``--field value`` per :class:`SFTConfig` field (values parsed as YAML)."""
     import argparse
 
-    from pettingllm_envs.cli.errors import ArgumentParser
-    from pettingllm_envs.cli.options import field_docs
+    from pettingllm_envs.commandline.errors import ArgumentParser
+    from pettingllm_envs.commandline.options import add_field_options
 
     parser = ArgumentParser(prog=prog, description="Warm-start a policy on the scripted oracle's demonstrations "
                             "(with injected mistakes) for AT-GRPO.", argument_default=argparse.SUPPRESS)
     parser.add_argument("--config", help="YAML file with SFTConfig fields (default: none)")
-    docs = field_docs(SFTConfig)
-    for f in dataclasses.fields(SFTConfig):
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name,
-                            help=f"{docs.get(f.name, '')} (default: {default!r})".replace("%", "%%"))
+    add_field_options(parser, SFTConfig)
     return parser
 
 
@@ -304,7 +300,7 @@ def load_sft_config(argv: Sequence[str] | None = None) -> SFTConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m benchmarks.learning.sft [--config FILE.yaml] [--field VALUE ...]``; a bad
     option or value is one line on stderr and exit status 2."""
-    from pettingllm_envs.cli.errors import UsageError
+    from pettingllm_envs.commandline.errors import UsageError
 
     try:
         cfg = load_sft_config(sys.argv[1:] if argv is None else argv)

@@ -17,7 +17,7 @@ def test_a_quick_run_writes_both_sides_with_the_same_trained_tokens(tmp_path):
     results = multiturn_vs_trl.main(["--envs", "math_v0", "--problems", "1", "--n", "2", "--steps", "1",
                                      "--max-turns", "1", "--out", str(out)])
     assert json.loads(out.read_text()) == json.loads(json.dumps(results))
-    assert len(results["environment"]["load_average_before"]) == 3
+    assert len(results["machine"]["load_average_before"]) == len(results["machine"]["load_average_after"]) == 3
     entry = results["envs"]["math_v0"]
     ours, trl = entry["ours"], entry["trl"]
     for side in (ours, trl):

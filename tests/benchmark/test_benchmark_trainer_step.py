@@ -1,5 +1,5 @@
 """benchmarks/trainer_step.py in a quick mode: both trainers really step on the same workload and the file
-it writes holds what the results page reads (per-shape medians, the ratio, the load averages, the tree share)."""
+it writes holds what the results page reads (per-shape medians, the ratio, the machine record, the tree share)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ def test_a_quick_run_writes_both_trainers_and_the_ratio(tmp_path):
     results = trainer_step.main(["--shapes", "tiny", "--prompts", "1", "--n", "2", "--max-new-tokens", "4",
                                  "--repeats", "1", "--tree-steps", "1", "--out", str(out)])
     assert json.loads(out.read_text()) == json.loads(json.dumps(results))
-    environment = results["environment"]
-    assert len(environment["load_average_before"]) == len(environment["load_average_after"]) == 3
+    machine = results["machine"]
+    assert len(machine["load_average_before"]) == len(machine["load_average_after"]) == 3
+    assert machine["torch_threads"] == results["environment"]["torch_threads"] == 1  # the run's, as it measured
     tiny = results["shapes"]["tiny"]
     for trainer in ("ours", "trl"):
         assert tiny[trainer]["completion_tokens"] == 1 * 2 * 4  # every completion exactly max_new_tokens long

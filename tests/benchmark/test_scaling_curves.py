@@ -23,6 +23,8 @@ def test_quick_run_writes_every_curve_its_fit_and_the_plot(tmp_path):
     out, png = tmp_path / "scaling_curves.json", tmp_path / "scaling_curves.png"
     results = scaling_curves.main(["--quick", "--out", str(out), "--plot", str(png)])
     assert json.loads(out.read_text()) == json.loads(json.dumps(results))
+    assert scaling_curves.RESULT_KEYS.mismatch(results) is None
+    assert results["machine"]["torch_threads"] == results["torch_threads"] == 1  # the run's count, not the restored one
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert set(results["shapes"]) == {"tiny"}
     assert scaling_curves.ENV_ID not in ENV_MODULES  # gone after the sweep: registry-wide tests never meet it
