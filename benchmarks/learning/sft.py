@@ -47,6 +47,7 @@ from typing import Any
 import torch
 
 from benchmarks.learning.demonstrations import Demonstration, multi_agent_demonstrations, single_agent_demonstrations
+from benchmarks.learning.warm_cache import content_key, lookup, restore, store
 from trainers.algorithms.atgrpo.config import Regime, TrainConfig
 
 
@@ -118,6 +119,10 @@ class SFTConfig:
     """Where the policy directory is written (see the module docstring)."""
     overwrite: bool = False
     """Replace an existing ``out_dir``; without it one that holds files is refused."""
+    cache_dir: str = ""
+    """Keep finished warm starts here by content (:mod:`benchmarks.learning.warm_cache`) and reuse one
+    trained before on the same settings, demonstrations, initial weights, loop and torch: a rerun
+    copies it instead of training for minutes. Empty: always train."""
 
     def validate(self) -> None:
         problems = []
@@ -137,6 +142,10 @@ class SFTConfig:
             problems.append(f"regime: one of {', '.join(typing.get_args(Regime))}, got {self.regime!r}")
         if problems:
             raise SFTConfigError("; ".join(problems))
+
+
+#: Where and whether a warm start is written changes nothing in its weights.
+NOT_IN_CACHE_KEY = frozenset({"out_dir", "overwrite", "cache_dir"})
 
 
 def learning_rate(step: int, cfg: SFTConfig) -> float:
@@ -194,6 +203,13 @@ def train_sft(cfg: SFTConfig, *, log: Any = sys.stderr) -> dict[str, Any]:
         action_ids = policies.tokenizer(demo.action, add_special_tokens=False)["input_ids"]
         examples.append((policies.role_to_policy[demo.policy_role], encoding.ids,
                          [*action_ids, policies.eos_ids[0]]))
+    key = None
+    if cfg.cache_dir:
+        key = content_key({k: v for k, v in dataclasses.asdict(cfg).items() if k not in NOT_IN_CACHE_KEY},
+                          examples, Path(base), Path(__file__))
+        entry = lookup(Path(cfg.cache_dir), key)
+        if entry is not None:
+            return _reuse(entry, cfg, out, key, log)
     rng = random.Random(cfg.seed)
     queues: dict[str, list[int]] = {}
     losses: list[float] = []
@@ -216,8 +232,23 @@ def train_sft(cfg: SFTConfig, *, log: Any = sys.stderr) -> dict[str, Any]:
                "demonstrations_per_policy": {n: sum(e[0] == n for e in examples) for n in policies.names},
                "parameters": sum(p.numel() for p in policies.parameters(policies.names[0])),
                "seconds_collect": seconds_collect, "seconds_total": time.perf_counter() - start,
-               "final_loss": statistics_mean(losses[-25:]), "loss_curve": losses[::max(1, len(losses) // 50)]}
+               "final_loss": statistics_mean(losses[-25:]), "loss_curve": losses[::max(1, len(losses) // 50)],
+               "cache_key": key}
     (out / "sft.json").write_text(json.dumps(summary, indent=2))
+    if key is not None:
+        store(Path(cfg.cache_dir), key, out)
+    return summary
+
+
+def _reuse(entry: Path, cfg: SFTConfig, out: Path, key: str, log: Any) -> dict[str, Any]:
+    """The cached warm start ``entry`` copied into ``out``, its summary saying so (the stored
+    training figures are the run that trained it)."""
+    import shutil
+
+    shutil.rmtree(out / "_scratch", ignore_errors=True)
+    summary = restore(entry, out) | {"config": dataclasses.asdict(cfg), "reused_from_cache": str(entry)}
+    (out / "sft.json").write_text(json.dumps(summary, indent=2))
+    print(f"[sft] reused the warm start with the same content from {entry}", file=log, flush=True)
     return summary
 
 

@@ -115,6 +115,8 @@ class ReasoningGymConfig(ToolEnvConfig):
 class raw_env(answer_team.AnswerTeamEnv[Problem]):
     """The reasoning-gym team environment (see the module docstring)."""
 
+    has_local_state = True  # each role is paid the change of its local_state
+
     metadata: ClassVar[dict[str, Any]] = {
         "render_modes": ["human", "ansi"], "name": "reasoning_gym_v0", "is_parallelizable": False
     }

@@ -218,6 +218,8 @@ def game_spec(game: str) -> GameSpec:
 class raw_env(TextAECEnv[GameInstance]):
     """A two-player TextArena game (see the module docstring)."""
 
+    roles_compete = True  # each player's team_state is its own side of the game's outcome
+
     metadata: ClassVar[dict[str, Any]] = {
         "render_modes": ["human", "ansi"], "name": "textarena_v0", "is_parallelizable": False
     }

@@ -64,6 +64,8 @@ __all__ = ["CodeConfig", "JudgeLimits", "Outcome", "env", "format_tests", "judge
 class raw_env(TextAECEnv[CodeProblem]):
     """The code environment (see the module docstring)."""
 
+    has_local_state = True  # each role is paid the change of its local_state
+
     metadata: ClassVar[dict[str, Any]] = {
         "render_modes": ["human", "ansi"], "name": "code_v0", "is_parallelizable": False
     }

@@ -104,6 +104,12 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
     #: when the first role is one people do not play naturally (a tool agent that writes Python).
     human_role: ClassVar[str | None] = None
     config_class: ClassVar[type[TextEnvConfig]] = TextEnvConfig
+    #: The roles are rewarded against each other (a game): each has its own side of G, which the
+    #: env returns from :meth:`team_state`. Cooperative envs keep False: G is the shared
+    #: :meth:`global_reward`, computed once per step.
+    roles_compete: ClassVar[bool] = False
+    #: The env pays each role the change of its own potential L (:meth:`local_state`) after every step.
+    has_local_state: ClassVar[bool] = False
     metadata: ClassVar[dict[str, Any]] = {
         "render_modes": ["human", "ansi"],
         "name": "text_env_v0",
@@ -193,33 +199,24 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
     def team_state(self, agent: str) -> float:
         """The task state G from ``agent``'s side: the potential whose change every role is
         paid (``alpha *`` it) after each action. Cooperative envs keep the default, the
-        shared :meth:`global_reward`; competitive ones return each side's own outcome."""
+        shared :meth:`global_reward`; competitive ones (``roles_compete``) return each side's own outcome."""
         return float(self.global_reward())
 
-    @property
-    def _shared_team_state(self) -> bool:
-        """G is the same for every role (a cooperative env): the default :meth:`team_state`."""
-        return type(self).team_state is TextAECEnv.team_state
-
-    @property
-    def roles_compete(self) -> bool:
-        """The roles are rewarded against each other: each has its own side of G (a game's outcome)."""
-        return not self._shared_team_state
-
     def _team_states(self) -> dict[str, float]:
-        if self._shared_team_state:  # compute once
+        if not self.roles_compete:  # one G for every role: compute it once
             return dict.fromkeys(self.agents, float(self.global_reward()))
         return {a: float(self.team_state(a)) for a in self.agents}
 
     def local_state(self, agent: str) -> float | None:
         """Role ``agent``'s own potential L, whose change it is paid after every step (see
-        the module docstring), or None: its local reward is its actions' ``local_reward``.
+        the module docstring; read only where ``has_local_state``), or None: its local reward is
+        its actions' ``local_reward``.
         Read after termination and truncation are decided; ``episode_ending`` says whether
         this step ends the episode."""
         return None
 
     def _local_states(self) -> dict[str, float] | None:
-        if type(self).local_state is TextAECEnv.local_state:  # no env potential: nothing to pay
+        if not self.has_local_state:  # no env potential: nothing to pay
             return None
         states = {a: self.local_state(a) for a in self.agents}
         return {a: float(s) for a, s in states.items() if s is not None}
@@ -387,7 +384,7 @@ class TextAECEnv(AECEnv[str, TextObservation, str], Generic[InstanceT]):
         # Every role is paid its change of G (the others see it in ``last()`` when they act).
         self.rewards = {a: self.config.alpha * team[a] for a in self.agents}
         self.rewards[agent] = reward
-        self._team_credit = {a: self.rewards[a] for a in self.agents if a != agent} if self._shared_team_state else {}
+        self._team_credit = {a: self.rewards[a] for a in self.agents if a != agent} if not self.roles_compete else {}
         self._acted_this_turn.add(agent)
         following = self.next_agent(agent)
         if following in self._acted_this_turn:  # a role would act twice: the turn is over

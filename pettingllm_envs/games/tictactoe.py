@@ -163,6 +163,8 @@ class TicTacToeConfig(TextEnvConfig):
 class raw_env(TextAECEnv[Opening]):
     """The tic-tac-toe environment (see the module docstring)."""
 
+    roles_compete = True  # each player's team_state is its own side of the game's outcome
+
     metadata: ClassVar[dict[str, Any]] = {
         "render_modes": ["human", "ansi"], "name": "tictactoe_v0", "is_parallelizable": False
     }

@@ -171,6 +171,6 @@ def test_the_sweep_covers_every_competitive_env():
     competitive = set()
     for env_id in pettingllm_envs.list_envs():
         raw = pettingllm_envs.make(env_id).unwrapped
-        if isinstance(raw, TextAECEnv) and not raw._shared_team_state:
+        if isinstance(raw, TextAECEnv) and raw.roles_compete:
             competitive.add(env_id)
     assert competitive == set(GAMES)

@@ -5,6 +5,7 @@ start by more than the seed-to-seed noise measured in the same run."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 from repo_paths import REPO
@@ -102,7 +103,34 @@ def test_sft_loss_falls_and_writes_a_loadable_model(tmp_path):
         train_sft(cfg)
 
 
+def test_a_warm_start_is_reused_only_for_the_same_content(tmp_path):
+    """The second identical warm start is copied from the cache (same weights, no training); one
+    demonstration more, or another mistake rate, trains anew."""
+    import torch
+    from safetensors.torch import load_file
+
+    from benchmarks.learning.sft import train_sft
+
+    cache = tmp_path / "cache"
+    cfg = SFTConfig(env="plan_path_v0", env_kwargs=PLAN, train_problems=6, steps=2, batch_size=2,
+                    scratch_hidden_size=32, scratch_layers=1, max_prompt_tokens=128, device="cpu",
+                    out_dir=str(tmp_path / "first"), cache_dir=str(cache))
+    first = train_sft(cfg)
+    assert "reused_from_cache" not in first and [p.name for p in cache.iterdir()] == [first["cache_key"]]
+    again = train_sft(replace(cfg, out_dir=str(tmp_path / "again")))
+    assert again["reused_from_cache"] == str(cache / first["cache_key"])
+    assert again["config"]["out_dir"] == str(tmp_path / "again") and not (tmp_path / "again" / "_scratch").exists()
+    weights = [load_file(tmp_path / name / "model.safetensors") for name in ("first", "again")]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    for changed in (replace(cfg, train_problems=7), replace(cfg, mistake_rate=0.5)):
+        summary = train_sft(replace(changed, out_dir=str(tmp_path / "changed"), overwrite=True))
+        assert "reused_from_cache" not in summary and summary["cache_key"] != first["cache_key"]
+    assert len(list(cache.iterdir())) == 3
+
+
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # ~8 minutes here with the warm start trained, ~2 reusing it (pyproject timeout: 900)
 def test_quick_at_grpo_beats_its_warm_start_beyond_seed_noise(tmp_path):
     """The CI check of the issue: from one warm start, three seeds of AT-GRPO (per-role
     policies, tree rollouts, per-turn groups; the tool scripted, the planner trained) raise

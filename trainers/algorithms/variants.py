@@ -27,6 +27,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -160,6 +161,8 @@ class PromptConditionedTrainer(Trainer):
     """The AT-GRPO trainer on first-turn rollouts conditioned by ``config.prompt_variants``
     (see the module docstring); everything else (advantages grouped by question, the PPO
     update, logging, checkpoints, resume) is the base trainer's."""
+
+    plays_seats: ClassVar[bool] = False  # first-turn rollouts: no partner ever acts
 
     def rollout(self, step: int) -> RolloutResult:
         cfg = self.config

@@ -5,7 +5,11 @@
 its engines and training workers, waiting at most ``call_timeout_s`` for the cluster to have
 the resources (then an error that says what was asked for, not a hang), and hands out the
 Ray options that put an actor on its bundle. :func:`get` is every actor call's wait: bounded
-by the same timeout, with the actor named in the error.
+by the same timeout, with the actor named in the error. A new actor's start (its creation
+task: a process, the imports of torch and transformers, a model or env factory) is waited for
+separately, up to :data:`ACTOR_START_TIMEOUT_S` (:func:`wait_started`): on a loaded machine it
+takes longer than a call that ``call_timeout_s`` is sized for (a tiny model's engine took over
+60 s to start on 2 busy cores, where its calls take well under a second).
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from trainers.distributed.config import DistributedConfig
 
 class ActorFailed(RuntimeError):
     """An actor died or did not answer within ``call_timeout_s``; the message names it."""
+
+
+#: Longest wait for a new actor to start (see the module docstring).
+ACTOR_START_TIMEOUT_S = 300.0
 
 
 def import_ray() -> Any:
@@ -53,9 +61,15 @@ def get(refs: Any, timeout_s: float, what: str) -> Any:
     try:
         return ray.get(refs, timeout=timeout_s)
     except GetTimeoutError as error:
-        raise ActorFailed(f"{what} did not answer within call_timeout_s={timeout_s:g} s") from error
+        raise ActorFailed(f"{what} did not answer within {timeout_s:g} s") from error
     except RayActorError as error:
         raise ActorFailed(f"{what} died: {' '.join(str(error).split())[:300]}") from error
+
+
+def wait_started(actors: Sequence[Any], what: str) -> None:
+    """Wait until ``actors`` (new ones) have run their constructors, up to :data:`ACTOR_START_TIMEOUT_S`;
+    their calls are then bounded by ``call_timeout_s`` alone."""
+    get([actor.__ray_ready__.remote() for actor in actors], ACTOR_START_TIMEOUT_S, f"{what} (starting)")
 
 
 def kill_all(actors: Iterable[Any]) -> None:

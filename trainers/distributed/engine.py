@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainers.algorithms.atgrpo.config import TrainConfig
-from trainers.distributed.cluster import Slot, get, import_ray, kill_all
+from trainers.distributed.cluster import Slot, get, import_ray, kill_all, wait_started
 from trainers.distributed.config import DistributedConfig
 from trainers.generation.protocol import Generation, LogprobSource, check_seeds
 
@@ -127,9 +127,6 @@ class GenerationEngine:
             tensors = sync_tensors(self.policies.models[self.policy])
         broadcast_tensors(self.weight_group, tensors)
 
-    def ready(self) -> bool:
-        return True
-
     def pid(self) -> int:
         """The actor's process id (a liveness probe, :mod:`trainers.distributed.faults`)."""
         import os
@@ -158,7 +155,7 @@ class RayGenerator:
         self.engines: dict[str, list[Any]] = {name: [self._spawn(name, slot) for slot in pool]
                                               for name, pool in slots.items()}
         for name, engines in self.engines.items():
-            get([engine.ready.remote() for engine in engines], self.timeout, f"the generation engines of {name!r}")
+            wait_started(engines, f"the generation engines of {name!r}")
 
     def _spawn(self, policy: str, slot: Slot) -> Any:
         return self._actor.options(**slot.options(), max_restarts=0).remote(*self._engine_args, policy)
@@ -169,6 +166,7 @@ class RayGenerator:
         kill_all([self.engines[policy][index]])
         self.broadcasts.pop(policy, None)  # the new engine is in no group: the next sync builds one
         self.engines[policy][index] = self._spawn(policy, self.slots[policy][index])
+        wait_started([self.engines[policy][index]], f"generation engine {index} of {policy!r}")
         return self.engines[policy][index]
 
     def generate(self, policy: str, prompts: Sequence[Sequence[int]], n: int, *,

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from trainers.distributed.cluster import ActorFailed, get
+from trainers.distributed.cluster import ActorFailed, get, wait_started
 
 if TYPE_CHECKING:
     from trainers.distributed.engine import RayGenerator
@@ -64,6 +64,7 @@ def revive(actors: Sequence[Any], respawn: Callable[[int], Any], timeout_s: floa
     does not answer, wait until the replacements answer, and return their indices."""
     replaced = unanswered(actors, timeout_s)
     fresh = [respawn(index) for index in replaced]
+    wait_started(fresh, "replacement actors")
     get([actor.pid.remote() for actor in fresh], timeout_s, "replacement actors")
     return replaced
 

@@ -16,8 +16,9 @@ therefore the local path's for the same seeds.
 
 **Failures.** Every call waits at most ``call_timeout_s``, once the worker is up: a new actor's
 process start (its creation task: a process, imports, the env factory) is waited for up to
-:data:`WORKER_START_TIMEOUT_S`, since on a loaded machine it takes longer than a call that is sized
-to catch a hung env step (a 4 s ``call_timeout_s`` timed out a replacement's start on 2 busy cores).
+:data:`~trainers.distributed.cluster.ACTOR_START_TIMEOUT_S`, since on a loaded machine it takes longer
+than a call that is sized to catch a hung env step (a 4 s ``call_timeout_s`` timed out a replacement's
+start on 2 busy cores).
 A worker that died or did not answer is killed and replaced by a new actor on its bundle, to which the
 controller sends again every call its predecessor answered in this rollout (the reset, the expansions with their texts,
 the continuations' actions: env steps are deterministic given the problem's seed and the actions,
@@ -35,13 +36,10 @@ from typing import Any
 
 from pettingzoo import AECEnv
 
-from trainers.distributed.cluster import ActorFailed, Slot, get, import_ray, kill_all
+from trainers.distributed.cluster import ActorFailed, Slot, get, import_ray, kill_all, wait_started
 from trainers.distributed.config import DistributedConfig
 from trainers.rollout.continuation import Waiting
 from trainers.rollout.episodes import Completion, Expansion, LocalTree, Node, RolloutResult
-
-#: Longest wait for a new rollout worker to start (see the module docstring).
-WORKER_START_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -139,9 +137,7 @@ class RolloutPool:
 
     @staticmethod
     def wait_started(workers: Sequence[Any]) -> None:
-        """Wait until ``workers`` (new actors) have started, up to :data:`WORKER_START_TIMEOUT_S`."""
-        get([worker.__ray_ready__.remote() for worker in workers], WORKER_START_TIMEOUT_S,
-            "rollout workers (starting)")
+        wait_started(workers, "rollout workers")
 
     def replace(self, index: int, reason: ActorFailed) -> Any:
         """Kill worker ``index`` (it may be hung, not dead) and start a new one on its bundle."""

@@ -35,15 +35,16 @@ A rollout worker or engine that dies mid-step costs a retried rollout, weight pu
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from trainers.algorithms.atgrpo.config import TrainConfig
 from trainers.algorithms.atgrpo.train import Trainer, interruption_note
-from trainers.distributed.cluster import ActorFailed, Pools, connect, get, import_ray, kill_all
+from trainers.distributed.cluster import ActorFailed, Pools, connect, get, import_ray, kill_all, wait_started
 from trainers.distributed.config import DistributedConfig, check_layout
 from trainers.distributed.engine import RayGenerator, generation_config_of
 from trainers.distributed.faults import (
@@ -87,6 +88,7 @@ class RemotePolicies(PromptEncoder):
                 config, list(roles), name, rank, len(slots), None if init_dir is None else str(init_dir),
                 dist.data_parallel) for rank, slot in enumerate(slots)]
             workers = self.groups[name]
+            wait_started(workers, f"the training group of {name!r}")
             if len(workers) > 1:
                 address, port = get(workers[0].rendezvous.remote(), self.timeout, f"training rank 0 of {name!r}")
                 get([w.join.remote(address, port, dist.torch_backend(), self.timeout) for w in workers], self.timeout,
@@ -162,6 +164,8 @@ class DistributedTrainer(Trainer):
     """:class:`trainers.algorithms.atgrpo.train.Trainer` on Ray actors (module docstring). Use it as a context
     manager (or call :meth:`close`) so that the actors and placement groups are released."""
 
+    plays_seats: ClassVar[bool] = False  # its tree's envs live on rollout workers, which play no seats
+
     def __init__(self, config: TrainConfig, dist: DistributedConfig) -> None:
         dist.validate()
         config.validate()
@@ -209,25 +213,33 @@ class DistributedTrainer(Trainer):
         return stats
 
     # faults (trainers.distributed.faults) -------------------------------------------------------
-    def train_step(self) -> dict[str, float]:
-        """The trainer's step, its rollout, weight push and evaluation retried within
-        ``step_retries``; past them :class:`~trainers.distributed.faults.StepFailed` (the trainer
-        cannot go on: resume the run from its last checkpoint)."""
-        step = self.step
+    # A step's rollout, weight pushes and evaluation are each retried within ``step_retries``; past
+    # them the step fails with StepFailed (the trainer cannot go on: resume from the last checkpoint).
+    def run_step(self, step: int) -> dict[str, float]:
         self.retries.begin()
-        try:
-            return super().train_step()
-        except ActorFailed as failure:
-            self.step = step  # nothing of the step was logged or checkpointed
-            dead = silent_actors(self.rollout_pool, self.generator, min(NAMING_PROBE_S, self.dist.call_timeout_s))
-            raise StepFailed(stopped_message(failure, dead=dead, retries=self.retries,
-                                             note=interruption_note(self, "train-ray"))) from failure
+        with self.step_failure(step):
+            return super().run_step(step)
 
     def rollout(self, step: int) -> RolloutResult:
         return self.retries.run(f"step {step + 1}'s rollout", partial(super().rollout, step))
 
-    def evaluate(self) -> dict[str, float]:
-        return self.retries.run(f"step {self.step}'s evaluation", super().evaluate)
+    def evaluate(self, step: int | None = None) -> dict[str, float]:
+        step = self.step if step is None else step
+        with self.step_failure(step):
+            return self.retries.run(f"step {step}'s evaluation", partial(super().evaluate, step))
+
+    @contextmanager
+    def step_failure(self, step: int) -> Iterator[None]:
+        """An actor failure past the retries ends step ``step`` as :class:`StepFailed`, naming the
+        silent actors; the trainer then counts the steps before it (nothing of the step was
+        logged or checkpointed)."""
+        try:
+            yield
+        except ActorFailed as failure:
+            self.step = step - 1
+            dead = silent_actors(self.rollout_pool, self.generator, min(NAMING_PROBE_S, self.dist.call_timeout_s))
+            raise StepFailed(stopped_message(failure, dead=dead, retries=self.retries,
+                                             note=interruption_note(self, "train-ray"))) from failure
 
     def revive(self) -> list[str]:
         """Replace the rollout workers and engines that no longer answer (replaced engines get their

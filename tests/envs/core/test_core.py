@@ -151,3 +151,21 @@ def test_branches_of_one_state_differ_by_their_team_state_alone():
         branch.step(action)
         last = branch.infos["planner"]["last_action"]
         assert last["reward_global"] == pytest.approx(last["team_state"] - before)
+
+
+def test_every_env_declares_the_potentials_it_defines():
+    """``roles_compete`` and ``has_local_state`` say what the base class reads: an env that
+    defines ``team_state`` without ``roles_compete`` would have every role paid the shared G, one
+    that defines ``local_state`` without ``has_local_state`` would never pay L."""
+    import importlib
+
+    from pettingllm_envs.core.text_env import TextAECEnv
+    from pettingllm_envs.registry import ENV_MODULES
+
+    classes = {importlib.import_module(module).raw_env for module in ENV_MODULES.values()}
+    text_envs = [cls for cls in classes if issubclass(cls, TextAECEnv)]
+    assert len(text_envs) >= 7
+    for cls in text_envs:
+        assert cls.roles_compete == (cls.team_state is not TextAECEnv.team_state), cls
+        assert cls.has_local_state == (cls.local_state is not TextAECEnv.local_state), cls
+    assert {cls.__module__ for cls in text_envs if cls.roles_compete} >= {"pettingllm_envs.games.tictactoe"}

@@ -8,7 +8,8 @@ import pytest
 from mgrpo_helpers import NO_REDIS_REASON, REDIS_SERVER, redis_server
 from run_configs import small_config
 
-from trainers.algorithms.mgrpo.train import RolePolicy, run_local, run_two_process
+from trainers.algorithms.mgrpo.policy import RolePolicy
+from trainers.algorithms.mgrpo.train import run_local, run_two_process
 
 # Small episodes: the main delegates once (prefill), the sub must report at once, then the main is truncated.
 

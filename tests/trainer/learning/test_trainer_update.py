@@ -184,7 +184,7 @@ def test_trainer_and_mgrpo_make_the_same_update_from_the_same_samples(toy, tiny_
     parameters they end with are identical, bit for bit."""
     from trainers.algorithms.atgrpo.train import Trainer
     from trainers.algorithms.mgrpo.alignment import PolicySample
-    from trainers.algorithms.mgrpo.train import Action, MGRPOConfig, RolePolicy
+    from trainers.algorithms.mgrpo.policy import Action, MGRPOConfig, RolePolicy
     from trainers.rollout.episodes import Sample
 
     shared = {"model": str(tiny_model_dir), "lr": 5e-2, "eps_low": 0.1, "eps_high": 0.15, "max_grad_norm": 0.05,

@@ -221,7 +221,7 @@ def test_every_competitive_env_is_covered():
     competitive = set()
     for env_id in pettingllm_envs.list_envs():
         raw = pettingllm_envs.make(env_id).unwrapped
-        if isinstance(raw, TextAECEnv) and not raw._shared_team_state:
+        if isinstance(raw, TextAECEnv) and raw.roles_compete:
             competitive.add(env_id)
     assert competitive == {env_id for env_id, _, _ in COMPETITIVE}
 

@@ -1,11 +1,13 @@
 """The AT-GRPO training loop: rollout -> group advantages -> PPO-clip update, per policy.
 
 Read top to bottom: :class:`Trainer` sets up the env factory, the policies, the run
-directory and (with ``resume``) the checkpoint; :meth:`Trainer.train_step` does one step;
-:meth:`Trainer.update` is the micro-batched, gradient-accumulated, clipped PPO update of
-one policy with the samples of the roles it plays; :meth:`Trainer.save_checkpoint` writes
-everything needed to continue bit-for-bit. The run dir, checkpoints, resume, logs and the
-evaluation schedule are the run harness's (:mod:`trainers.harness.run_dir`), shared with M-GRPO.
+directory and (with ``resume``) the checkpoint; :meth:`Trainer.run_step` collects and updates
+for one step; :meth:`Trainer.update` is the micro-batched, gradient-accumulated, clipped PPO
+update of one policy with the samples of the roles it plays; :meth:`Trainer.save_checkpoint`
+writes everything needed to continue bit-for-bit. The loop around the steps (evaluation and
+checkpoint schedule, logging, profile, progress) is the harness's
+:class:`~trainers.harness.loop.TrainingLoop`, which M-GRPO runs too; the run dir, checkpoints,
+resume and logs are :mod:`trainers.harness.run_dir`'s.
 
 ``pettingllm train --env plan_path_v0 --model DIR --steps 2 --run-dir RUN`` runs it.
 """
@@ -21,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -32,6 +34,7 @@ from trainers.algorithms.atgrpo.options import load_run_config
 from trainers.algorithms.generation_setup import build_generator, generation_choices
 from trainers.generation import Generation, Generator
 from trainers.harness.errors import ConfigError
+from trainers.harness.loop import Schedule, TrainingLoop
 from trainers.harness.profile import TOKENS_GENERATED, TOKENS_TRAINED, StepProfile, timed_rollout
 from trainers.harness.run_dir import (
     CHECKPOINTS,
@@ -40,8 +43,6 @@ from trainers.harness.run_dir import (
     Progress,
     append_jsonl,
     check_run_dir,
-    checkpoint_due,
-    evaluation_due,
     restore_training_state,
     save_training_state,
     start_logs,
@@ -89,8 +90,19 @@ def progress_success(metrics: dict[str, float]) -> dict[str, str]:
     return {short: f"{metrics[key]:.3f}" for key, short in names.items() if key in metrics}
 
 
+def progress_fields(metrics: dict[str, float]) -> dict[str, str]:
+    """A step's progress-bar figures: the mean reward and the success rates."""
+    return {"reward": f"{metrics['reward/mean']:.3f}", **progress_success(metrics)}
+
+
 class Trainer:
-    """One training run (see the module docstring)."""
+    """One training run (see the module docstring): the parts of AT-GRPO's step that
+    :class:`~trainers.harness.loop.TrainingLoop` runs (:meth:`run_step`, :meth:`evaluate`,
+    :meth:`save_checkpoint`)."""
+
+    #: The rollout plays ``config.seats``. A trainer whose rollout is its own (first-turn
+    #: rollouts, envs on Ray actors) says False and refuses seats.
+    plays_seats: ClassVar[bool] = True
 
     def __init__(self, config: TrainConfig) -> None:
         config.validate()
@@ -122,23 +134,25 @@ class Trainer:
         record_start(self.run_dir, config_json(config), resume=config.resume, step=self.step, to_step=config.steps,
                      changed=changed_on_resume, chosen=self.chosen)
         self.tensorboard = self._tensorboard()
-        self.profile = StepProfile(self.run_dir, config.profile, resume=config.resume)
+        self.samples: list[Sample] = []  # the last step's, for the log
+        self.loop = TrainingLoop(self, Schedule(config.steps, config.eval_every, config.checkpoint_every),
+                                 profile=StepProfile(self.run_dir, config.profile, resume=config.resume),
+                                 log=lambda metrics: self.log(metrics, self.samples), progress_fields=progress_fields)
 
     # ------------------------------------------------------------------ setup
     # make_policies, make_generator and tree_states are where the run's parts live; the
-    # distributed trainer (trainers.distributed.trainer) overrides them to put them on Ray actors.
+    # distributed trainer (trainers.distributed.trainer) puts them on Ray actors.
     def make_policies(self, init_dir: Path | None) -> PolicySet:
         """The run's policies, from ``init_dir`` (a checkpoint's ``policies/``) when resuming."""
         return PolicySet(self.config.model_spec(), self.config.policy_for_roles(self.trained_roles), init_dir=init_dir)
 
     def make_seats(self) -> TrainerSeats | None:
         """The seats of ``config.seats`` (:mod:`trainers.rollout.seated`), checked; None without seats.
-        A trainer with a rollout or tree states of its own (on Ray actors, first-turn rollouts) plays none."""
+        A trainer whose rollout plays no seats (``plays_seats``) refuses them."""
         if not self.config.seats:
             return None
-        own = [name for name in ("rollout", "tree_states") if getattr(type(self), name) is not getattr(Trainer, name)]
-        if own:
-            raise ConfigError(f"seats: {type(self).__name__} has a {own[0]} of its own that plays no seats; "
+        if not self.plays_seats:
+            raise ConfigError(f"seats: {type(self).__name__} has a rollout of its own that plays no seats; "
                               "train with seats through pettingllm train")
         try:
             return TrainerSeats.checked(self.config.seats, self.config.env, self.roles, self.config.policy_map,
@@ -197,28 +211,31 @@ class Trainer:
         return independent_rollout(self.make_env, problems, cfg.n_samples, self.sampler, split=cfg.split,
                                    advance=advance)
 
-    def evaluate(self) -> dict[str, float]:
-        """The current policy on ``eval_problems`` held-out problems (:mod:`trainers.maths.evaluation`):
-        one independent episode each, sampled at the training temperature, in an RNG stream of
-        its own (seeded by the run's seed and step), so evaluating changes nothing else."""
+    def evaluate(self, step: int | None = None) -> dict[str, float]:
+        """The current policy after step ``step`` (default: the steps run so far) on ``eval_problems``
+        held-out problems (:mod:`trainers.maths.evaluation`): one independent episode each,
+        sampled at the training temperature, in an RNG stream of its own (seeded by the run's
+        seed and step), so evaluating changes nothing else."""
         cfg = self.config
-        self.request_seeds.begin("eval", self.step)
-        with isolated_rng(derive_seed(cfg.seed, "eval", self.step)), torch.no_grad():
+        step = self.step if step is None else step
+        self.request_seeds.begin("eval", step)
+        with isolated_rng(derive_seed(cfg.seed, "eval", step)), torch.no_grad():
             result = independent_rollout(self.make_env, list(range(cfg.eval_problems)), 1, self.sampler,
                                          split=cfg.eval_split,
                                          advance=None if self.seats is None else
-                                         self.seats.advance(derive_seed(cfg.seed, "eval-seats", self.step)))
+                                         self.seats.advance(derive_seed(cfg.seed, "eval-seats", step)))
         return evaluation_metrics(result.successes, result.returns, self.roles)
 
-    def should_evaluate(self, step: int) -> bool:
-        """After step ``step`` (1-based): every ``eval_every`` steps and after the last one."""
-        return evaluation_due(step, every=self.config.eval_every, last=self.config.steps)
-
     def train_step(self) -> dict[str, float]:
-        """Rollout, advantages, one update per policy; returns this step's metrics."""
+        """The next step, whole (:meth:`trainers.harness.loop.TrainingLoop.one_step`): rollout,
+        advantages, updates, the evaluation when due, logged; returns its metrics."""
+        return self.loop.one_step(self.step + 1)
+
+    def run_step(self, step: int) -> dict[str, float]:
+        """Step ``step`` (1-based) up to its update: rollout, advantages, one update per policy;
+        returns the step's metrics."""
         cfg = self.config
-        start = time.perf_counter()
-        result = timed_rollout(lambda: self.rollout(self.step))
+        result = timed_rollout(lambda: self.rollout(step - 1))
         samples = result.samples
         for s in samples:
             s.group = group_key(s.problem, s.agent, s.turn, cfg.group_by)
@@ -230,9 +247,10 @@ class Trainer:
         with phase("update"):
             update_stats = self.update_policies(samples)
         seconds_update = time.perf_counter() - update_start
-        self.step += 1
+        self.step = step
+        self.samples = samples
 
-        metrics: dict[str, float] = {"step": self.step}
+        metrics: dict[str, float] = {"step": step}
         metrics.update(reward_metrics(samples, result.successes, result.success_metric))
         metrics.update(group_metrics(stats.groups, stats.degenerate))
         # every role's return along the played episodes, the seated ones' included: in tree mode the
@@ -248,16 +266,8 @@ class Trainer:
             "time/continuation": result.seconds_continuation,
             "time/update": seconds_update,
         })
-        if self.should_evaluate(self.step):
-            eval_start = time.perf_counter()
-            with phase("eval"):
-                metrics.update(self.evaluate())
-            metrics["time/eval"] = time.perf_counter() - eval_start
-        metrics["time/step"] = time.perf_counter() - start
         count(TOKENS_GENERATED, metrics["tokens"])
         count(TOKENS_TRAINED, sum(stats.tokens for stats in update_stats.values()))
-        with phase("logging"):
-            self.log(metrics, samples)
         return metrics
 
     def update_policies(self, samples: Sequence[Sample]) -> dict[str, UpdateStats]:
@@ -303,34 +313,20 @@ class Trainer:
     def latest_checkpoint(self) -> Path | None:
         return self.checkpoints.latest()
 
-    def save_checkpoint(self) -> Path:
-        """Write ``checkpoints/step_K`` atomically (:class:`trainers.harness.run_dir.Checkpoints`): a
-        crash at any moment leaves the previous checkpoint intact and pointed to."""
-        state = {"step": self.step, "request_seeds": self.request_seeds.state_dict(), "config": asdict(self.config)}
-        return self.checkpoints.save(self.step, lambda folder: save_training_state(folder, [self.policies], state))
+    def save_checkpoint(self, step: int | None = None) -> Path:
+        """Write ``checkpoints/step_K`` (K: ``step``, default the steps run so far) atomically
+        (:class:`trainers.harness.run_dir.Checkpoints`): a crash at any moment leaves the previous
+        checkpoint intact and pointed to."""
+        step = self.step if step is None else step
+        state = {"step": step, "request_seeds": self.request_seeds.state_dict(), "config": asdict(self.config)}
+        return self.checkpoints.save(step, lambda folder: save_training_state(folder, [self.policies], state))
 
     # -------------------------------------------------------------------- loop
     def train(self, on_step: Callable[[dict[str, float]], None] | None = None) -> list[dict[str, float]]:
-        """Run until ``config.steps``; checkpoint every ``checkpoint_every`` steps and at the end."""
-        cfg = self.config
-        history = []
-        progress = Progress(cfg.progress, total=cfg.steps, initial=self.step, desc="AT-GRPO")
-        while self.step < cfg.steps:
-            with self.profile.step(self.step + 1):  # the step's profile, when asked for: train_step to checkpoint
-                metrics = self.train_step()
-                history.append(metrics)
-                if on_step is not None:
-                    on_step(metrics)
-                if metrics["groups/degenerate_frac"] == 1.0 and metrics["samples/trained"] == 0:
-                    # Equal rewards in every group: zero advantages, so the update changed nothing.
-                    progress.note(f"step {self.step}: all {int(metrics['groups/count'])} groups degenerate: "
-                                  "no gradient this step")
-                progress.advance(reward=f"{metrics['reward/mean']:.3f}", **progress_success(metrics))
-                if checkpoint_due(self.step, every=cfg.checkpoint_every, last=cfg.steps):
-                    with phase("checkpoint"):
-                        self.save_checkpoint()
-        progress.close()
-        self.profile.finish()
+        """Run until ``config.steps`` (:class:`~trainers.harness.loop.TrainingLoop`); checkpoint every
+        ``checkpoint_every`` steps and at the end."""
+        progress = Progress(self.config.progress, total=self.config.steps, initial=self.step, desc="AT-GRPO")
+        history = self.loop.run(self.step, progress=progress, on_step=on_step)
         if self.tensorboard is not None:
             self.tensorboard.close()
         return history

@@ -17,7 +17,6 @@ training rollout's (:mod:`trainers.algorithms.mgrpo.remote`), under :func:`eval_
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -61,15 +60,12 @@ def episode_metrics(rollout: HierarchicalRollout, roles: Sequence[str]) -> dict[
 
 def evaluate(cfg: MGRPOConfig, samplers: Mapping[str, RoleSampler], delegation: Delegation, *, side: str,
              step: int) -> dict[str, float]:
-    """The held-out evaluation after step ``step`` (module docstring) with the side's samplers,
-    and its duration as ``time/eval``."""
-    start = time.perf_counter()
+    """The held-out evaluation after step ``step`` (module docstring) with the side's samplers."""
     with evaluation_stream(cfg, side, step):
         rollout = hierarchical_rollout(lambda: pettingllm_envs.make(cfg.env, **cfg.env_kwargs),
                                        list(range(cfg.eval_problems)), 1, samplers, delegation=delegation,
                                        split=cfg.eval_split)
-    return {**episode_metrics(rollout, [delegation.manager, delegation.worker]),
-            "time/eval": time.perf_counter() - start}
+    return episode_metrics(rollout, [delegation.manager, delegation.worker])
 
 
 __all__ = ["due", "episode_metrics", "eval_prefix", "evaluate", "evaluation_stream"]
