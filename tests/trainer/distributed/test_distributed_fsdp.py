@@ -37,7 +37,7 @@ LR = 5e-2
 #: root of its own squared gradient, so where an element's gradient is float noise the noise moves
 #: it by up to lr: measured, max gaps of 4.7e-4 (fsdp), 5.3e-4 (ddp), 1.4e-4 (fsdp + LoRA), and
 #: 1.1e-3 on another sample set. The gradient itself is checked tighter: its global norm within the
-#: spread of the single-process norms over micro-batch sizes (:func:`norm_envelope`).
+#: spread of the single-process norms over micro-batch sizes and thread counts (:func:`norm_envelope`).
 WEIGHT_ATOL = 0.1 * LR
 #: The mean gap over all elements: float noise only (measured up to 5.6e-7, against a mean move of 5.6e-2).
 MEAN_ATOL = 1e-5
@@ -106,22 +106,32 @@ def rank_main(rank: int, world: int, init_file: str, model_dir: str, mode: str, 
 
 #: Micro-batch sizes of the single-process runs whose grad norms measure the summation noise.
 NOISE_SPLITS = (1, 2, 3, 4, 9)
+NOISE_THREADS = (1, 2)
 
 
 def norm_envelope(model_dir: str, lora: bool) -> tuple[float, float]:
     """Where a grad norm computed in another summation order may fall: the range of the
-    single-process norms over :data:`NOISE_SPLITS`, widened on each side by its own width.
+    single-process norms over :data:`NOISE_SPLITS` micro-batch sizes and :data:`NOISE_THREADS`
+    torch thread counts, widened on each side by its own width.
 
     The 2-rank update adds the same per-sample gradients in another order, so its norm is one
-    more draw of that float noise. The noise is the CPU's: measured here (AVX2) as a relative
-    width of 7.0e-6 (full) and 7.6e-6 (LoRA), and the 2-rank norm was 1.03e-5 from the
-    micro-batch-2 norm on an AVX512/AMX CPU, so a fixed relative 1e-5 fails on one machine and
-    not on another. A range of 5 draws widened by its width holds a 6th draw with high odds."""
+    more draw of that float noise. The noise is the CPU's and the thread count's: measured here
+    (AVX2) over the splits alone, a relative width of 7.0e-6 (full) and 7.6e-6 (LoRA) at 2 threads
+    and 2.9e-6 (full) at 1, where the 2-rank norm (each rank on one thread) fell 3.1e-6 above the
+    1-thread range's top, outside its envelope; splits at 1 and 2 threads together span 7.5e-6, and the
+    2-rank norm was 1.03e-5 from the micro-batch-2 norm on an AVX512/AMX CPU. So a fixed relative
+    1e-5 fails on one machine and not on another, and so does a range drawn at one thread count."""
     norms = []
-    for size in NOISE_SPLITS:
-        policies = make_policies(model_dir, lora)
-        settings = dataclasses.replace(settings_for(lora), micro_batch_size=size)
-        norms.append(ppo_update(policies, "shared", make_samples(policies), settings).grad_norm)
+    threads = torch.get_num_threads()
+    try:
+        for count in NOISE_THREADS:
+            torch.set_num_threads(count)
+            for size in NOISE_SPLITS:
+                policies = make_policies(model_dir, lora)
+                settings = dataclasses.replace(settings_for(lora), micro_batch_size=size)
+                norms.append(ppo_update(policies, "shared", make_samples(policies), settings).grad_norm)
+    finally:
+        torch.set_num_threads(threads)
     width = max(norms) - min(norms)
     return min(norms) - width, max(norms) + width
 
