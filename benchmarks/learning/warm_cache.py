@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -30,9 +29,10 @@ SUMMARY = "sft.json"
 
 
 def default_cache_dir() -> Path:
-    """``$PETTINGLLM_CACHE/warm-starts``, ``PETTINGLLM_CACHE`` defaulting to ``~/.cache/pettingllm``."""
-    root = os.environ.get("PETTINGLLM_CACHE") or Path.home() / ".cache" / "pettingllm"
-    return Path(root) / "warm-starts"
+    """``$PETTINGLLM_CACHE/warm-starts`` (:func:`trainers.models.pretrained.cache_root`)."""
+    from trainers.models.pretrained import cache_root
+
+    return cache_root() / "warm-starts"
 
 
 def content_key(settings: Mapping[str, Any], examples: Iterable[tuple[str, list[int], list[int]]],

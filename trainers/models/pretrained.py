@@ -72,10 +72,14 @@ def gguf_path() -> Path:
     return path
 
 
+def cache_root() -> Path:
+    """The project's cache folder: ``$PETTINGLLM_CACHE``, defaulting to ``~/.cache/pettingllm``."""
+    return Path(os.environ.get("PETTINGLLM_CACHE") or Path.home() / ".cache" / "pettingllm")
+
+
 def default_cache_dir() -> Path:
-    """``$PETTINGLLM_CACHE/smollm2-135m-instruct``, ``PETTINGLLM_CACHE`` defaulting to ``~/.cache/pettingllm``."""
-    root = os.environ.get("PETTINGLLM_CACHE") or Path.home() / ".cache" / "pettingllm"
-    return Path(root) / CACHE_NAME
+    """``$PETTINGLLM_CACHE/smollm2-135m-instruct`` (:func:`cache_root`)."""
+    return cache_root() / CACHE_NAME
 
 
 def sha256_of(path: Path) -> str:
