@@ -135,8 +135,8 @@ def warm_start(model_dir: Path, out_dir: Path, *, steps: int, batch: int, lr: fl
     from trainers.rollout.episodes import agent_prompt
 
     torch.manual_seed(seed)
-    config = TrainConfig(model=str(model_dir), env="math_v0", lr=lr, device="cpu")
-    policies = PolicySet(config.model_spec(), config.policy_for_roles(["reasoner"]))
+    config = TrainConfig.from_flat(model=str(model_dir), env="math_v0", lr=lr, device="cpu")
+    policies = PolicySet(config.model, config.policy_for_roles(["reasoner"]))
     eos = policies.eos_ids[0]
     env = pettingllm_envs.make("math_v0")
     conditions: list[str | None] = [None, *variants]
@@ -168,7 +168,7 @@ def run_condition(condition_name: str, model: Path, run_dir: Path, args: argpars
     from trainers.algorithms.variants import PromptConditionedTrainer
 
     dump = run_dir / "samples.jsonl"
-    config = TrainConfig(
+    config = TrainConfig.from_flat(
         env="math_v0", model=str(model), run_dir=str(run_dir), steps=args.steps, seed=seed,
         problems_per_step=args.problems_per_step, n_samples=args.g, max_new_tokens=args.max_new_tokens,
         temperature=args.temperature, lr=args.lr, micro_batch_size=64, device="cpu", progress=False,
@@ -188,9 +188,9 @@ def self_consistency(model: Path, args: argparse.Namespace) -> dict[str, Any]:
     from trainers.models.policy_set import PolicySet
 
     torch.manual_seed(args.seeds[0])
-    config = TrainConfig(model=str(model), env="math_v0", temperature=args.temperature,
+    config = TrainConfig.from_flat(model=str(model), env="math_v0", temperature=args.temperature,
                          max_new_tokens=args.max_new_tokens, device="cpu")
-    policies = PolicySet(config.model_spec(), config.policy_for_roles(["reasoner", "tool"]))
+    policies = PolicySet(config.model, config.policy_for_roles(["reasoner", "tool"]))
     report = evaluate_self_consistency(policies, "shared", lambda: pettingllm_envs.make("math_v0"),
                                        range(args.eval_problems), args.g, voting=capability("math_v0", Voting),
                                        variants=DEFAULT_PROMPT_VARIANTS)

@@ -33,7 +33,6 @@ fragmentation, NCCL buffers and vLLM's activation and CUDA-graph workspace.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,18 +140,18 @@ def training_memory(shape: ModelShape, config: TrainConfig, ranks: int, *,
     """Bytes per GPU of one policy's training rank, by part (module docstring), over ``ranks``
     ranks; ``sharded``: wrapped in FSDP2 (by default when ``ranks > 1``: one rank trains unwrapped)."""
     sharded = ranks > 1 if sharded is None else sharded
-    tokens = config.micro_batch_size * (config.max_prompt_tokens + config.max_new_tokens)
-    lora_r = config.lora_r if config.lora else 0
+    tokens = config.update.micro_batch_size * (config.model.max_prompt_tokens + config.model.max_new_tokens)
+    lora_r = config.model.lora_r if config.model.lora else 0
     per_layer = shape.activation_bytes_per_token_layer(lora_r) * tokens
-    if config.gradient_checkpointing:
+    if config.model.gradient_checkpointing:
         activations = shape.num_layers * tokens * shape.hidden_size * FP32 + 2 * per_layer
     else:
         activations = shape.num_layers * per_layer + per_layer
-    completion_tokens = config.micro_batch_size * config.max_new_tokens
-    chunk = min(config.logprob_chunk_size or completion_tokens, completion_tokens)
+    completion_tokens = config.update.micro_batch_size * config.model.max_new_tokens
+    chunk = min(config.model.logprob_chunk_size or completion_tokens, completion_tokens)
     parts = {"logits": chunk * shape.vocab_size * (BF16 + FP32 + FP32), "activations": activations}
-    if config.lora:
-        trained = shape.lora_parameters(config.lora_r)
+    if config.model.lora:
+        trained = shape.lora_parameters(config.model.lora_r)
         parts |= {"frozen_base": shape.parameters() * BF16, "gathered": 0}
     else:
         trained = shape.parameters()
@@ -169,13 +168,14 @@ def engine_memory(shape: ModelShape, config: TrainConfig, engines: int, adapters
     engines splitting each call's prompts, on a GPU of ``gpu_bytes``: its ``weights``, its ``kv_budget``
     (``vllm_kv_cache_gib``, else what ``vllm_gpu_memory_utilization`` of the GPU leaves after the
     weights), the ``kv_needed`` for one agent step at once and its ``total``."""
-    weights = shape.parameters() * BF16 + adapters * shape.lora_parameters(config.lora_r) * BF16
-    share = int(config.vllm_gpu_memory_utilization * gpu_bytes)
-    budget = int(config.vllm_kv_cache_gib * GIB) if config.vllm_kv_cache_gib else max(0, share - weights)
-    prompts = -(-config.problems_per_step // engines)
-    per_prompt = config.max_prompt_tokens + config.n_samples * config.max_new_tokens
+    weights = shape.parameters() * BF16 + adapters * shape.lora_parameters(config.model.lora_r) * BF16
+    share = int(config.generation.vllm_gpu_memory_utilization * gpu_bytes)
+    kv_cache_gib = config.generation.vllm_kv_cache_gib
+    budget = int(kv_cache_gib * GIB) if kv_cache_gib else max(0, share - weights)
+    prompts = -(-config.rollout.problems_per_step // engines)
+    per_prompt = config.model.max_prompt_tokens + config.rollout.n_samples * config.model.max_new_tokens
     return {"weights": weights, "kv_budget": budget, "kv_needed": prompts * per_prompt * shape.kv_bytes_per_token(),
-            "total": weights + budget if config.vllm_kv_cache_gib else share}
+            "total": weights + budget if config.generation.vllm_kv_cache_gib else share}
 
 
 @dataclass(frozen=True)
@@ -197,16 +197,15 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 def train_config(path: Path, overrides: dict[str, Any]) -> TrainConfig:
-    """The run's fields as written (read, not validated: the estimate needs the numbers only)."""
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    return TrainConfig(**{k: v for k, v in (read_yaml(path) | overrides).items() if k in fields})
+    """The run's settings as written (read, not validated: the estimate needs the numbers only)."""
+    return TrainConfig().with_values(read_yaml(path), source=str(path)).with_values(overrides, source="the row")
 
 
 def estimate_row(row: Row, root: Path, gpu_bytes: int) -> dict[str, Any]:
     """The per-GPU figures of one row: the busiest training GPU and an engine GPU (GiB)."""
     config = train_config(root / row.run, dict(row.overrides))
     layout = DistributedConfig(**read_yaml(root / row.layout)) if row.layout else DistributedConfig()
-    shape = SHAPES[config.model]
+    shape = SHAPES[config.model.model]
     roles = 2  # the recipes' envs have two roles, one policy each (per_role)
     # the engines of train-ray and torchrun take merged full weights, LoRA or not: no adapters
     engine = engine_memory(shape, config, 1 if row.launcher == "torchrun" else layout.engines_per_policy, 0,
@@ -222,7 +221,7 @@ def estimate_row(row: Row, root: Path, gpu_bytes: int) -> dict[str, Any]:
         train_gpu = sum(train.values())
     gpus = row.nproc if row.launcher == "torchrun" else roles * (layout.train_workers_per_policy
                                                                   + layout.engines_per_policy)
-    return {"model": shape.name, "training": f"LoRA r={config.lora_r}" if config.lora else "full",
+    return {"model": shape.name, "training": f"LoRA r={config.model.lora_r}" if config.model.lora else "full",
             "layout": f"{row.launcher}, {gpus} GPUs", "params": shape.parameters(), "train": train,
             "train_gpu": train_gpu, "engine": engine}
 

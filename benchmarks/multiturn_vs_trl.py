@@ -2,7 +2,7 @@
 
 Both sides train one role of a two-role env (plan_path_v0's ``planner``, math_v0's
 ``reasoner``) against the same partner, the env's scripted oracle in the other seat
-(ours: ``TrainConfig.seats``; TRL: :func:`trainers.integrations.trl_env.environment_factory`),
+(ours: ``RolloutConfig.seats``; TRL: :func:`trainers.integrations.trl_env.environment_factory`),
 with the same tiny model (:func:`trainers.integrations.tiny_tool_model.write_tiny_tool_model`:
 TRL needs a model that writes tool calls), the same episode length (``max_turns``), the same
 problems, ``n`` rollouts per problem, fp32, temperature 1, one PPO epoch, token-mean loss
@@ -142,8 +142,9 @@ def run_ours(task: dict[str, Any]) -> dict[str, Any]:
 
     env, role, n, problems = task["env"], task["role"], task["n"], task["problems"]
     other = [r for r in task["roles"] if r != role]
-    config = TrainConfig(env=env, model=task["model"], run_dir=task["scratch"] + "/ours", problems_per_step=problems,
-                         n_samples=n, max_new_tokens=task["max_new_tokens"], micro_batch_size=problems * n * 8,
+    config = TrainConfig.from_flat(env=env, model=task["model"], run_dir=task["scratch"] + "/ours",
+                         problems_per_step=problems, n_samples=n, max_new_tokens=task["max_new_tokens"],
+                         micro_batch_size=problems * n * 8,
                          env_kwargs={"max_turns": task["max_turns"]}, seats=dict.fromkeys(other, "scripted"),
                          lr=LEARNING_RATE, drop_degenerate=False, device="cpu", steps=10_000, progress=False,
                          tensorboard=False, checkpoint_every=0, eval_every=0, seed=0)

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         model = write_tiny_model(Path(tmp) / "model", **SHAPES[args.shape])
 
         def config(run: str) -> TrainConfig:
-            return TrainConfig(env=args.env, model=str(model), run_dir=str(Path(tmp) / run), device="cpu",
+            return TrainConfig.from_flat(env=args.env, model=str(model), run_dir=str(Path(tmp) / run), device="cpu",
                                problems_per_step=args.problems, n_samples=args.n, max_new_tokens=args.max_new_tokens,
                                steps=args.steps + 1, eval_every=0, progress=False, tensorboard=False)
 

@@ -157,7 +157,7 @@ def measure_point(model_dir: Path, run_dir: Path, point: dict[str, int], repeats
     from trainers.algorithms.atgrpo.train import Trainer
 
     samples = point["batch"] * point["n"] * point["roles"] * point["turns"]
-    config = TrainConfig(env=ENV_ID, model=str(model_dir), run_dir=str(run_dir), device=device,
+    config = TrainConfig.from_flat(env=ENV_ID, model=str(model_dir), run_dir=str(run_dir), device=device,
                          env_kwargs={"roles": point["roles"], "max_turns": point["turns"],
                                      "prompt_chars": point["prompt_chars"]},
                          problems_per_step=point["batch"], n_samples=point["n"], max_new_tokens=MAX_NEW_TOKENS,

@@ -176,9 +176,10 @@ def run_configuration(model_dir: str, name: str, args: argparse.Namespace) -> di
     if name == "trl":
         return run_trl(model_dir, args)
     setting = CONFIGURATIONS[name]
-    config = TrainConfig(model=model_dir, device="cpu", lr=1e-6, logprob_chunk_size=setting["logprob_chunk_size"],
-                         gradient_checkpointing=setting["gradient_checkpointing"])
-    policies = PolicySet(config.model_spec(), config.policy_for_roles(["player"]))
+    config = TrainConfig.from_flat(model=model_dir, device="cpu", lr=1e-6,
+                                   logprob_chunk_size=setting["logprob_chunk_size"],
+                                   gradient_checkpointing=setting["gradient_checkpointing"])
+    policies = PolicySet(config.model, config.policy_for_roles(["player"]))
     prompt, completions, advantages = update_inputs(policies.models["shared"].config.vocab_size, args)
     prompts = [prompt] * args.rows
     score = old_token_logprobs if setting["old_scoring"] else type(policies).token_logprobs

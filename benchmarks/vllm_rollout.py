@@ -155,7 +155,7 @@ def make_trainer(sampler: str, model_dir: Path, run_dir: Path, args: argparse.Na
     from trainers.algorithms.atgrpo.train import Trainer
 
     pettingllm_envs.register("toy_bytes_v0", "toy_env")
-    config = TrainConfig(
+    config = TrainConfig.from_flat(
         env="toy_bytes_v0", model=str(model_dir), run_dir=str(run_dir), problems_per_step=args.problems,
         n_samples=args.n, max_new_tokens=args.max_new_tokens, micro_batch_size=2 * args.problems * args.n,
         progress=False, tensorboard=False, checkpoint_every=0, steps=args.repeats + 1, lr=1e-6,

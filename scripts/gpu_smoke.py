@@ -93,11 +93,12 @@ def run(args: argparse.Namespace, rank: int, world: int, log, model_dir: Path) -
     if rank == 0:
         write_model(model_dir, shape, layers)
     dist.barrier()
-    config = TrainConfig(model=str(model_dir), device=f"cuda:{torch.cuda.current_device()}", dtype="bfloat16",
-                         gradient_checkpointing=True, max_new_tokens=new_tokens, lr=1e-5, lora=args.lora,
-                         lora_r=16, lora_alpha=32, micro_batch_size=4, max_prompt_tokens=prompt_chars + 64)
+    config = TrainConfig.from_flat(model=str(model_dir), device=f"cuda:{torch.cuda.current_device()}",
+                                   dtype="bfloat16", gradient_checkpointing=True, max_new_tokens=new_tokens, lr=1e-5,
+                                   lora=args.lora, lora_r=16, lora_alpha=32, micro_batch_size=4,
+                                   max_prompt_tokens=prompt_chars + 64)
     torch.manual_seed(0)
-    policies = PolicySet(config.model_spec(), {"a": "policy"})
+    policies = PolicySet(config.model, {"a": "policy"})
     trained = DataParallelPolicy(policies, "policy", "fsdp")
     torch.cuda.synchronize()
     log(f"{shape.name} shape, {layers} layers, random weights: written, loaded and sharded (FSDP2 over {world} "
@@ -113,8 +114,9 @@ def run(args: argparse.Namespace, rank: int, world: int, log, model_dir: Path) -
             samples.append(Generation(list(prompt), ids, [-1.0] * len(ids), ""))
             rewards.append(float(rng.randint(0, 3)))
     advantages, degenerate, _ = group_advantages(rewards, [i // per_group for i in range(len(samples))])
-    settings = UpdateSettings(eps_low=0.2, eps_high=0.28, aggregation="token_mean", max_new_tokens=new_tokens,
-                              ppo_epochs=2, micro_batch_size=config.micro_batch_size, max_grad_norm=1.0)
+    settings = UpdateSettings(eps_low=0.2, eps_high=0.28, aggregation="token_mean", ppo_epochs=2,
+                              micro_batch_size=config.update.micro_batch_size, max_grad_norm=1.0,
+                              importance_sampling="none")
     batch = trainable([TrainSample(*s) for s in zip(samples, advantages, degenerate, strict=True)], settings)
     def own(param: torch.Tensor) -> torch.Tensor:  # this rank's shard of a parameter (FSDP2: a DTensor)
         return param.detach().to_local() if hasattr(param, "to_local") else param.detach()

@@ -27,7 +27,7 @@ def distributed_toy_config(model_dir, run_dir, **overrides) -> Any:
         "env_kwargs": {"targets": {"first": half[:64] + string.digits, "second": half[64:]}, "max_turns": 2},
     }
     values.update(overrides)
-    return TrainConfig(**values)
+    return TrainConfig.from_flat(**values)
 
 
 def layout(**overrides) -> Any:
@@ -48,7 +48,7 @@ def small_config(model_dir, run_dir, **overrides) -> Any:
               "questions_per_step": 1, "rollouts": 3, "d_max": 2, "max_new_tokens": 4, "max_prompt_tokens": 256,
               "steps": 1, "lr": 1e-2, "timeout_s": 90}
     values.update(overrides)
-    return MGRPOConfig(**values)
+    return MGRPOConfig.from_flat(**values)
 
 
 def cli_args(model: Path, run: Path, role: str, steps: int) -> list[str]:

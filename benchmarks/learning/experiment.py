@@ -145,7 +145,7 @@ class ExperimentConfig:
     """AdamW learning rate of the RL runs (a tenth of the warm start's peak: at 3e-4 and 1e-3
     the quick check's held-out success fell in every seed)."""
     aggregation: str = "token_mean"
-    """The PPO loss's token aggregation (``TrainConfig.aggregation``)."""
+    """The PPO loss's token aggregation (``UpdateSettings.aggregation``)."""
     eval_problems: int = 64
     scratch_hidden_size: int = 192
     """The from-scratch model: hidden 192, 4 layers (1.38M parameters). A 64 x 2-layer model
@@ -246,10 +246,11 @@ def make_trainer(setting: EnvSetting, condition: Condition, seed: int, warm: Pat
         """The trainer on the env's brief-instruction view (multi-agent or single-agent)."""
 
         def make_env(self) -> Any:
-            return make_view(self.config.env, dict(self.config.env_kwargs), single_agent=condition.single_agent,
+            task = self.config.task
+            return make_view(task.env, dict(task.env_kwargs), single_agent=condition.single_agent,
                              brief=True, scripted=() if condition.single_agent else setting.scripted_roles)
 
-    config = TrainConfig(
+    config = TrainConfig.from_flat(
         env=setting.env, env_kwargs=dict(setting.env_kwargs), model=str(warm), regime=condition.regime,
         rollout=condition.rollout, group_by=condition.group_by, n_samples=cfg.n_samples,
         problems_per_step=cfg.problems_per_step, temperature=1.0,

@@ -193,10 +193,10 @@ def train_sft(cfg: SFTConfig, *, log: Any = sys.stderr) -> dict[str, Any]:
     roles = sorted({d.policy_role for d in demos})
     out.mkdir(parents=True, exist_ok=True)
     base = _base_model(cfg, out / "_scratch")
-    train_config = TrainConfig(model=base, regime=cfg.regime, max_prompt_tokens=cfg.max_prompt_tokens,
+    train_config = TrainConfig.from_flat(model=base, regime=cfg.regime, max_prompt_tokens=cfg.max_prompt_tokens,
                                device=cfg.device, lr=cfg.lr, weight_decay=cfg.weight_decay, temperature=1.0,
                                max_grad_norm=cfg.max_grad_norm)
-    policies = PolicySet(train_config.model_spec(), train_config.policy_for_roles(roles))
+    policies = PolicySet(train_config.model, train_config.policy_for_roles(roles))
     examples = []
     for demo in demos:
         encoding = policies.encode_prompt(demo.messages)

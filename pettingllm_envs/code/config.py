@@ -31,14 +31,16 @@ class CodeConfig(TextEnvConfig):
     """Tester bonus per valid test that caught a bug (some code of the episode failed it),
     relative to the number of tests; at the end of the episode only bugs the final code
     fixed keep it. Rewards tests that find bugs, not only tests that are correct."""
+    # The judge's limits are env kwargs of their own (``make("code_v0", test_timeout=2)``);
+    # what each means is documented once, on JudgeLimits.
     test_timeout: float = DEFAULT_LIMITS.timeout
-    """Seconds one (code, test) program may run."""
+    """:attr:`JudgeLimits.timeout <pettingllm_envs.code.judge.limits.JudgeLimits.timeout>`."""
     memory_mb: int = DEFAULT_LIMITS.memory_mb
-    """Address-space limit of one program."""
+    """:attr:`JudgeLimits.memory_mb <pettingllm_envs.code.judge.limits.JudgeLimits.memory_mb>`."""
     workers: int = DEFAULT_LIMITS.workers
-    """Programs run at the same time."""
+    """:attr:`JudgeLimits.workers <pettingllm_envs.code.judge.limits.JudgeLimits.workers>`."""
     shown_chars: int = DEFAULT_LIMITS.shown_chars
-    """Longest failure reason or test text shown in an observation."""
+    """:attr:`JudgeLimits.shown_chars <pettingllm_envs.code.judge.limits.JudgeLimits.shown_chars>`."""
     cache_size: int = 4096
     """Judged (problem, code, test) outcomes kept; 0 disables the cache."""
 

@@ -51,9 +51,10 @@ def dataclass_field_docs(cls: type) -> dict[str, str]:
 
 
 def add_field_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, *,
-                      dest_prefix: str = "") -> None:
+                      dest_prefix: str = "", defaults: Any = None) -> None:
     """One ``--field-name VALUE`` option per field of dataclass ``cls``, its docstring and default
-    as help, stored under ``dest_prefix + name``.
+    as help, stored under ``dest_prefix + name``. ``defaults``: an instance of ``cls`` whose
+    values the help shows as the defaults (a config that gives the class other defaults).
 
     Values stay text (``--flag`` alone is true) and an option not given is absent from the parsed
     namespace, so the config's own checks coerce and validate what was given: the command line,
@@ -62,7 +63,10 @@ def add_field_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     docs = dataclass_field_docs(cls)
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if defaults is not None:
+            default = getattr(defaults, f.name)
+        else:
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         if not docs.get(f.name):
             raise ValueError(f"{cls.__name__}.{f.name} has no docstring: every option needs help text")
         kwargs: dict[str, Any] = {"dest": dest_prefix + f.name, "default": argparse.SUPPRESS,

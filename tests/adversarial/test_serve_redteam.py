@@ -27,9 +27,10 @@ GOOD = {"model": "tiny", "prompt": [5, 6], "max_tokens": 1}
 
 @pytest.fixture(scope="module")
 def server(tiny_model_dir):
-    config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=4, steps=0, progress=False, tensorboard=False)
+    config = TrainConfig.from_flat(model=str(tiny_model_dir), max_new_tokens=4, steps=0, progress=False,
+                                   tensorboard=False)
     config.validate()
-    policies = PolicySet(config.model_spec(), {"assistant": "shared"})
+    policies = PolicySet(config.model, {"assistant": "shared"})
     with PolicyServer(policies, model_name="tiny", max_new_tokens=4, request_timeout=TEST_TIMEOUT_S) as running:
         yield running
 

@@ -19,8 +19,8 @@ def test_trl_configuration_takes_the_gradient_of_our_update(tiny_model_dir):
     trainer.compute_loss(model, inputs).backward()
     trl_grads = {name: p.grad for name, p in model.named_parameters()}
 
-    config = TrainConfig(model=str(tiny_model_dir), device="cpu", logprob_chunk_size=4)
-    policies = PolicySet(config.model_spec(), config.policy_for_roles(["player"]))
+    config = TrainConfig.from_flat(model=str(tiny_model_dir), device="cpu", logprob_chunk_size=4)
+    policies = PolicySet(config.model, config.policy_for_roles(["player"]))
     prompt, completions, advantages = trainer_memory.update_inputs(model.config.vocab_size, args)
     with policies.active("shared") as ours:
         logp, mask = policies.token_logprobs(ours, [prompt] * args.rows, completions)

@@ -4,8 +4,6 @@ memory table of recipes/gpu/README.md is its output."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from benchmarks.gpu_memory import (
@@ -35,14 +33,15 @@ def test_arithmetic_on_a_hand_computed_case():
     assert HAND.kv_bytes_per_token() == 2 * 2 * 1 * 2 * 2  # K and V, 2 layers, 1 head of 2, bf16
     # per token and layer: norms 16h + casts 4h + attention 2(3q + 3kv) + MLP 8i = 64 + 16 + 36 + 64
     assert HAND.activation_bytes_per_token_layer() == 180
-    config = TrainConfig(micro_batch_size=1, max_prompt_tokens=3, max_new_tokens=2, gradient_checkpointing=True,
-                         problems_per_step=3, n_samples=2, vllm_gpu_memory_utilization=0.5)
+    config = TrainConfig.from_flat(micro_batch_size=1, max_prompt_tokens=3, max_new_tokens=2,
+                                   gradient_checkpointing=True, problems_per_step=3, n_samples=2,
+                                   vllm_gpu_memory_utilization=0.5)
     assert training_memory(HAND, config, 2) == {
         "weights": 364 * 4 // 2, "gradients": 364 * 4 // 2, "adamw": 364 * 8 // 2, "compute_copies": 364 * 2,
         "gathered": 44 * 4 * 2 + 2 * 160 * 4, "frozen_base": 0,
         "activations": 2 * 5 * 4 * 4 + 2 * 180 * 5,  # every layer's float32 input + two layers, 5 tokens
         "logits": 2 * 10 * (2 + 4 + 4)}  # 2 completion tokens: bf16 logits, float32 copy, exponentials
-    lora = dataclasses.replace(config, lora=True, lora_r=1, gradient_checkpointing=False)
+    lora = config.replace(lora=True, lora_r=1, gradient_checkpointing=False)
     assert training_memory(HAND, lora, 1) == {
         "weights": 128 * 4, "gradients": 128 * 4, "adamw": 128 * 8, "compute_copies": 128 * 2, "gathered": 0,
         "frozen_base": 364 * 2, "activations": 3 * (180 + 7 * 2) * 5, "logits": 200}
@@ -51,7 +50,7 @@ def test_arithmetic_on_a_hand_computed_case():
                                                         "total": 5000}
     # a fixed KV cache instead of a share of the GPU; two adapters of r=1 add 2 x 128 bf16 parameters;
     # one engine takes all 3 prompts
-    fixed = dataclasses.replace(lora, vllm_kv_cache_gib=0.5)
+    fixed = lora.replace(vllm_kv_cache_gib=0.5)
     assert engine_memory(HAND, fixed, 1, 2, 10_000) == {"weights": 728 + 512, "kv_budget": 2**29,
                                                         "kv_needed": 3 * (3 + 2 * 2) * 16,
                                                         "total": 728 + 512 + 2**29}

@@ -39,11 +39,12 @@ def as_options(overrides: tuple[tuple[str, object], ...]) -> list[str]:
 def test_recipe_run_configs_validate(run):
     """The run configs pass TrainConfig's checks, with each table row's overrides too."""
     config = load_config(["--config", str(RECIPE_DIR / run)])
-    assert config.regime == "per_role" and config.generation_backend == "vllm" and config.model in SHAPES
-    assert config.vllm_max_model_len == config.max_prompt_tokens + config.max_new_tokens
+    assert config.rollout.regime == "per_role" and config.generation.generation_backend == "vllm"
+    assert config.model.model in SHAPES
+    assert config.generation.vllm_max_model_len == config.model.max_prompt_tokens + config.model.max_new_tokens
     for row in (r for r in RECIPE_ROWS if r.run == run):
         overridden = load_config(["--config", str(RECIPE_DIR / run), *as_options(row.overrides)])
-        assert all(getattr(overridden, key) == value for key, value in row.overrides)
+        assert all(overridden.flat()[key] == value for key, value in row.overrides)
 
 
 def test_smoke_script_needs_cuda():

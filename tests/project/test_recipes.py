@@ -18,18 +18,18 @@ RECIPES = sorted((REPO / "recipes").glob("*.yaml"))
 
 def test_there_are_recipes_for_both_regimes():
     assert len(RECIPES) >= 3
-    regimes = {load_config(["--config", str(r)]).regime for r in RECIPES}
+    regimes = {load_config(["--config", str(r)]).rollout.regime for r in RECIPES}
     assert regimes == {"shared", "per_role"}
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
 def test_recipe_is_a_valid_config_of_the_papers_setting(recipe):
     config = load_config(["--config", str(recipe)])
-    assert config.model.startswith("Qwen/")
-    assert config.rollout == "tree" and config.group_by == "problem_agent_turn"
-    assert config.n_samples == 8 and config.problems_per_step == 32
-    assert config.env_kwargs["max_turns"] == 5
-    assert config.device == "cuda" and config.dtype == "bfloat16"
+    assert config.model.model.startswith("Qwen/")
+    assert config.rollout.rollout == "tree" and config.rollout.group_by == "problem_agent_turn"
+    assert config.rollout.n_samples == 8 and config.rollout.problems_per_step == 32
+    assert config.task.env_kwargs["max_turns"] == 5
+    assert config.model.device == "cuda" and config.model.dtype == "bfloat16"
     assert "Expected cost per step" in recipe.read_text()
 
 
@@ -54,7 +54,7 @@ def test_recipe_starts_and_fails_clearly_without_the_weights(recipe, tmp_path):
 def test_recipe_with_local_weights_fails_clearly_without_a_gpu(tiny_model_dir, tmp_path):
     """With weights present (the tiny model stands in) the next missing piece is named: the
     CUDA device (or vLLM), in one line, before any training starts."""
-    shared = next(r for r in RECIPES if load_config(["--config", str(r)]).generation_backend == "vllm")
+    shared = next(r for r in RECIPES if load_config(["--config", str(r)]).generation.generation_backend == "vllm")
     result = _train(shared, tmp_path, "--model", str(tiny_model_dir))
     assert result.returncode != 0
     assert "Traceback" not in result.stderr

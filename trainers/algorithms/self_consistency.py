@@ -226,11 +226,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError(f"--profile {args.profile} needs --profile-dir DIR: the folder its files are written to")
     profile = StepProfile(args.profile_dir, args.profile) if args.profile != "off" else NO_PROFILE
     seed_everything(args.seed)  # python's, numpy's and torch's generators, as every trainer seeds them
-    config = TrainConfig(model=args.model, env=args.env, temperature=args.temperature,
+    config = TrainConfig.from_flat(model=args.model, env=args.env, temperature=args.temperature,
                          max_new_tokens=args.max_new_tokens)
     config.validate()  # a bad temperature is one line (ConfigError), like train's
     probe = pettingllm_envs.make(args.env, **env_kwargs)
-    policies = PolicySet(config.model_spec(), config.policy_for_roles(probe.possible_agents))
+    policies = PolicySet(config.model, config.policy_for_roles(probe.possible_agents))
     report = evaluate_self_consistency(policies, "shared", lambda: pettingllm_envs.make(args.env, **env_kwargs),
                                        range(args.problems), args.g, voting=voting, variants=variants,
                                        generator=build_generator(config, policies), profile=profile)

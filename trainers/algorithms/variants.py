@@ -158,7 +158,7 @@ def variant_metrics(samples: Sequence[Sample], variants: Sequence[str]) -> dict[
 
 
 class PromptConditionedTrainer(Trainer):
-    """The AT-GRPO trainer on first-turn rollouts conditioned by ``config.prompt_variants``
+    """The AT-GRPO trainer on first-turn rollouts conditioned by ``config.rollout.prompt_variants``
     (see the module docstring); everything else (advantages grouped by question, the PPO
     update, logging, checkpoints, resume) is the base trainer's."""
 
@@ -166,14 +166,14 @@ class PromptConditionedTrainer(Trainer):
 
     def rollout(self, step: int) -> RolloutResult:
         cfg = self.config
-        problems = [step * cfg.problems_per_step + j for j in range(cfg.problems_per_step)]
-        return first_turn_rollout(self.make_env, problems, cfg.n_samples,
-                                  VariantSampler(self.policies, self.generator, cfg.prompt_variants), split=cfg.split)
+        problems = [step * cfg.rollout.problems_per_step + j for j in range(cfg.rollout.problems_per_step)]
+        sampler = VariantSampler(self.policies, self.generator, cfg.rollout.prompt_variants)
+        return first_turn_rollout(self.make_env, problems, cfg.rollout.n_samples, sampler, split=cfg.task.split)
 
     def log(self, metrics: dict[str, float], samples: Sequence[Sample]) -> None:
         """Add the per-variant rewards to the step's metrics (the same dict ``train_step``
         returns), then log as the base trainer does."""
-        metrics.update(variant_metrics(samples, self.config.prompt_variants))
+        metrics.update(variant_metrics(samples, self.config.rollout.prompt_variants))
         super().log(metrics, samples)
 
 
@@ -248,10 +248,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``pettingllm train-variants [--field VALUE ...]``: the prompt-conditioned trainer
     (``--prompt-variants '[]'`` for the temperature-only baseline)."""
     config = load_run_config(argv, prog="pettingllm train-variants", description=DESCRIPTION)
-    check_env_config(config.env, config.env_kwargs)
-    check_model(config.model)
+    check_env_config(config.task.env, config.task.env_kwargs)
+    check_model(config.model.model)
     trainer = PromptConditionedTrainer(config)
-    print(f"[train-variants] env={config.env} variants={config.prompt_variants} G={config.n_samples} "
+    print(f"[train-variants] env={config.task.env} variants={config.rollout.prompt_variants} "
+          f"G={config.rollout.n_samples} "
           f"run_dir={trainer.run_dir}", file=sys.stderr)
     try:
         history = trainer.train()

@@ -67,8 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pettingllm_envs.commandline.checks import check_env_config, check_model
 
     config, layout = parse(argv or [])
-    check_env_config(config.env, config.env_kwargs)
-    check_model(config.model)
+    check_env_config(config.task.env, config.task.env_kwargs)
+    check_model(config.model.model)
     from trainers.algorithms.atgrpo.train import run
     from trainers.distributed.trainer import DistributedTrainer
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from trainers.algorithms.atgrpo.config import TrainConfig
-from trainers.algorithms.atgrpo.field_checks import Bound, check_field
 from trainers.algorithms.atgrpo.options import config_from_args
 from trainers.harness.errors import ConfigError
+from trainers.harness.fields import Bound, check_field
 
 Placement = Literal["separate", "colocated"]
 PlacementStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
@@ -42,7 +42,7 @@ class DistributedConfig:
 
     bounds: ClassVar[Mapping[str, Bound]]
     """The allowed range of every numeric field
-    (:func:`trainers.algorithms.atgrpo.field_checks.check_field`); set below."""
+    (:func:`trainers.harness.fields.check_field`); set below."""
 
     address: str = "local"
     """Ray to use: ``local`` starts (or reuses) a Ray on this machine; ``auto`` joins the
@@ -145,12 +145,13 @@ ENGINE_BACKENDS = ("transformers", "vllm")
 
 def check_layout(train: TrainConfig, config: DistributedConfig) -> None:
     """The combinations of the two configs that cannot run, refused before any actor starts."""
-    if train.generation_backend not in ENGINE_BACKENDS:
-        raise ConfigError(f"generation_backend {train.generation_backend!r} cannot run in engine actors; "
+    backend = train.generation.generation_backend
+    if backend not in ENGINE_BACKENDS:
+        raise ConfigError(f"generation_backend {backend!r} cannot run in engine actors; "
                           f"allowed with train-ray: {', '.join(ENGINE_BACKENDS)}")
-    if train.generation_backend == "vllm" and config.engine_gpus <= 0:
+    if backend == "vllm" and config.engine_gpus <= 0:
         raise ConfigError("generation_backend 'vllm' runs on GPUs: set the distributed field engine_gpus > 0")
-    if train.rollout != "tree":
+    if train.rollout.rollout != "tree":
         raise ConfigError("train-ray runs tree rollouts (rollout: tree); independent rollouts stay single-process")
 
 

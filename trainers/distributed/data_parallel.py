@@ -151,6 +151,7 @@ class DataParallelPolicy:
 
     def __init__(self, policies: PolicySet, name: str, mode: DataParallel) -> None:
         self.policies, self.name, self.mode = policies, name, mode
+        self.spec = policies.spec
         self.pad_id = policies.pad_id
         self.device = policies.device
         with policies.active(name) as model:

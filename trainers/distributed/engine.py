@@ -1,7 +1,7 @@
 """Generation engines as Ray actors, one pool per policy, behind the generation protocol.
 
 :class:`GenerationEngine` is the actor: it builds the run's generation backend for **one**
-policy inside its process (``TrainConfig.generation_backend``: ``transformers``, the trainer's
+policy inside its process (``GenerationSettings.generation_backend``: ``transformers``, the trainer's
 own sampler on the actor's device, what the CPU tests run; ``vllm``, a vLLM engine on the
 actor's GPU, a code path that cannot run on this CPU machine) and serves
 ``generate(prompts, n, seeds)``. :class:`RayGenerator` implements
@@ -69,29 +69,29 @@ class GenerationEngine:
     """The actor: the run's generation backend for one policy (module docstring)."""
 
     def __init__(self, config: TrainConfig, roles: list[str], policy: str) -> None:
-        """Start from ``config.model``; the trainer pushes its weights before the first rollout
+        """Start from ``config.model.model``; the trainer pushes its weights before the first rollout
         (:meth:`RayGenerator.push`), so a resumed run's engines need no checkpoint path."""
         self.config = config
         self.policy = policy
         self.policies: Any = None
-        if config.generation_backend == "vllm":
+        if config.generation.generation_backend == "vllm":
             from transformers import AutoTokenizer
 
-            from trainers.algorithms.generation_setup import generator_options
             from trainers.generation.vllm_backend import VLLMGenerator, engine_options
             from trainers.models.prompts import stop_token_ids
 
             # the trainer pushes merged full weights (weight_state), so the engine serves no adapters
             self.generator: Any = VLLMGenerator(
-                config.model, temperature=config.temperature, max_new_tokens=config.max_new_tokens,
-                stop_token_ids=stop_token_ids(AutoTokenizer.from_pretrained(config.model),
-                                              generation_config_of(config.model)),
-                policies=[policy], options=engine_options(generator_options(config), lora_rank=0))
+                config.model.model, temperature=config.model.temperature, max_new_tokens=config.model.max_new_tokens,
+                stop_token_ids=stop_token_ids(AutoTokenizer.from_pretrained(config.model.model),
+                                              generation_config_of(config.model.model)),
+                policies=[policy], options=engine_options(config.generation, trainer_dtype=config.model.dtype,
+                                                           seed=config.run.seed, lora_rank=0))
         else:
             from trainers.generation.transformers_backend import TransformersGenerator
             from trainers.models.policy_set import PolicySet
 
-            self.policies = PolicySet(config.model_spec(), dict.fromkeys(policy_roles(config, roles, policy), policy))
+            self.policies = PolicySet(config.model, dict.fromkeys(policy_roles(config, roles, policy), policy))
             self.generator = TransformersGenerator(self.policies)
 
     def generate(self, prompts: list[list[int]], n: int, seeds: list[int] | None) -> list[Generation]:
@@ -101,7 +101,7 @@ class GenerationEngine:
         """Take the training worker's weights (:func:`weight_state`) for the next ``generate``."""
         if self.policies is None:  # vLLM: merged (name, tensor) pairs
             self.generator.load_state(state)  # which also drops the prefix cache of the old weights
-        elif self.config.lora:
+        elif self.config.model.lora:
             from peft import set_peft_model_state_dict
 
             set_peft_model_state_dict(self.policies.peft_model, state, adapter_name=self.policy)
@@ -121,7 +121,7 @@ class GenerationEngine:
         """Overwrite this policy's weights (its adapter under LoRA) with the group's rank-0 broadcast."""
         from trainers.distributed.weight_sync import broadcast_tensors, sync_tensors
 
-        if self.config.lora:
+        if self.config.model.lora:
             tensors = sync_tensors(self.policies.peft_model, adapter=self.policy)
         else:
             tensors = sync_tensors(self.policies.models[self.policy])
@@ -147,8 +147,8 @@ class RayGenerator:
         self.weight_sync = weight_sync
         self.broadcasts: dict[str, Any] = {}
         self.timeout = dist.call_timeout_s
-        self.logprob_source: LogprobSource = "engine" if config.generation_backend == "vllm" else "exact"
-        self.merged_weights = config.generation_backend == "vllm"
+        self.logprob_source: LogprobSource = "engine" if config.generation.generation_backend == "vllm" else "exact"
+        self.merged_weights = config.generation.generation_backend == "vllm"
         self.slots = slots
         self._actor = ray.remote(GenerationEngine)
         self._engine_args = (config, list(roles))

@@ -88,8 +88,8 @@ class RankGroup:
         """Each policy in a policy set of its own (its roles), wrapped; weights from ``init_dir`` when resuming."""
         for name in sorted(set(role_to_policy.values())):
             roles = {role: name for role, policy in role_to_policy.items() if policy == name}
-            self.policies[name] = DataParallelPolicy(PolicySet(config.model_spec(), roles, init_dir=init_dir), name,
-                                                     self.mode)
+            self.policies[name] = DataParallelPolicy(PolicySet(config.model, roles, init_dir=init_dir,
+                                                               reference=config.update.kl_coef > 0), name, self.mode)
 
     def update(self, shards: dict[str, list[list[TrainSample]]], settings: UpdateSettings) -> dict[str, UpdateStats]:
         out = {}
@@ -122,8 +122,8 @@ class RankPolicies(PromptEncoder):
     def __init__(self, config: TrainConfig, role_to_policy: dict[str, str], group: RankGroup) -> None:
         from transformers import AutoTokenizer
 
-        super().__init__(AutoTokenizer.from_pretrained(config.model), generation_config_of(config.model),
-                         config.max_prompt_tokens)
+        super().__init__(AutoTokenizer.from_pretrained(config.model.model), generation_config_of(config.model.model),
+                         config.model.max_prompt_tokens)
         self.config, self.group = config, group
         self.role_to_policy = role_to_policy
         self.names = sorted(set(role_to_policy.values()))
@@ -138,7 +138,7 @@ class RankPolicies(PromptEncoder):
         self.group.call("load_optimizer_state", state)
 
     def describe(self) -> str:
-        return describe_policies(self.config.model_spec(), self.role_to_policy) + \
+        return describe_policies(self.config.model, self.role_to_policy) + \
             f"; {self.group.mode} over {self.group.world_size} ranks"
 
 
@@ -150,8 +150,8 @@ class LocalEngines:
 
     def __init__(self, config: TrainConfig, roles: Sequence[str], names: Sequence[str]) -> None:
         self.engines = {name: GenerationEngine(config, list(roles), name) for name in names}
-        self.logprob_source: LogprobSource = "engine" if config.generation_backend == "vllm" else "exact"
-        self.merged_weights = config.generation_backend == "vllm"
+        self.logprob_source: LogprobSource = "engine" if config.generation.generation_backend == "vllm" else "exact"
+        self.merged_weights = config.generation.generation_backend == "vllm"
 
     def generate(self, policy: str, prompts: Sequence[Sequence[int]], n: int, *,
                  seeds: Sequence[int] | None = None) -> list[Generation]:
@@ -244,8 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from trainers.algorithms.atgrpo.options import load_run_config
 
         config = load_run_config(rest, prog=PROG)
-        check_env_config(config.env, config.env_kwargs)
-        check_model(config.model)
+        check_env_config(config.task.env, config.task.env_kwargs)
+        check_model(config.model.model)
         trainer: TorchrunTrainer | None = None
         try:
             trainer = TorchrunTrainer(config, group)

@@ -67,8 +67,8 @@ class TrainWorker:
         self.rank = rank
         self.world_size = world_size
         self.data_parallel = data_parallel
-        self.policies = PolicySet(config.model_spec(), dict.fromkeys(policy_roles(config, roles, policy), policy),
-                                  init_dir=init_dir)
+        self.policies = PolicySet(config.model, dict.fromkeys(policy_roles(config, roles, policy), policy),
+                                  init_dir=init_dir, reference=config.update.kl_coef > 0)
         self.parallel: Any = None
         """The :class:`~trainers.distributed.data_parallel.DataParallelPolicy` once the group is joined."""
 
@@ -97,7 +97,7 @@ class TrainWorker:
         if self.parallel is not None:
             return self.parallel.engine_weights(merged=merged, keep=self.rank == 0)
         with self.policies.active(self.policy) as model:
-            return weight_state(model, self.policy, lora=self.config.lora, merged=merged)
+            return weight_state(model, self.policy, lora=self.config.model.lora, merged=merged)
 
     def parameters_snapshot(self) -> dict[str, torch.Tensor]:
         """The trainable parameters, whole (tests compare ranks and the single-process run)."""

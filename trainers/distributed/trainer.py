@@ -73,8 +73,8 @@ class RemotePolicies(PromptEncoder):
                  init_dir: Path | None = None) -> None:
         from transformers import AutoTokenizer
 
-        super().__init__(AutoTokenizer.from_pretrained(config.model), generation_config_of(config.model),
-                         config.max_prompt_tokens)
+        super().__init__(AutoTokenizer.from_pretrained(config.model.model), generation_config_of(config.model.model),
+                         config.model.max_prompt_tokens)
         self.config = config
         self.role_to_policy = config.policy_for_roles(roles)
         self.names = sorted(set(self.role_to_policy.values()))
@@ -152,7 +152,7 @@ class RemotePolicies(PromptEncoder):
 
     def describe(self) -> str:
         ranks = {name: len(workers) for name, workers in self.groups.items()}
-        return describe_policies(self.config.model_spec(), self.role_to_policy) + \
+        return describe_policies(self.config.model, self.role_to_policy) + \
             f"; data-parallel ranks per policy: {ranks}"
 
     def close(self) -> None:
@@ -200,8 +200,8 @@ class DistributedTrainer(Trainer):
         if self.rollout_pool is None:
             assert self.pools is not None
             self.rollout_pool = RolloutPool(self.dist, self.pools.rollout,
-                                            EnvFactory.of(self.config.env, self.config.env_kwargs))
-        return self.rollout_pool.tree(problems, self.config.split)
+                                            EnvFactory.of(self.config.task.env, self.config.task.env_kwargs))
+        return self.rollout_pool.tree(problems, self.config.task.split)
 
     def update_policies(self, samples: Sequence[Sample]) -> dict[str, UpdateStats]:
         assert isinstance(self.policies, RemotePolicies)

@@ -204,7 +204,7 @@ def _send_from_worker(worker: Any) -> None:
     policy's weights (its adapter under LoRA), the tensors :meth:`GenerationEngine.receive_weights` expects."""
     with worker.policies.active(worker.policy) as model:
         broadcast_tensors(worker.weight_sync_group,
-                          sync_tensors(model, adapter=worker.policy if worker.config.lora else None))
+                          sync_tensors(model, adapter=worker.policy if worker.config.model.lora else None))
 
 
 class EngineBroadcast:

@@ -1,7 +1,7 @@
 """The generation backends in one table: where each one's class lives, and what a run's config
 checks about it before building one.
 
-:data:`BACKENDS` is the only list of backends. ``TrainConfig.generation_backend`` takes its allowed
+:data:`BACKENDS` is the only list of backends. ``GenerationSettings.generation_backend`` takes its allowed
 values from it and its checks read :attr:`Backend.follows_updates` and :attr:`Backend.logprob_source`
 here, so checking a config imports no engine (vLLM, torch); :func:`backend_class` imports the one a
 run builds (:func:`trainers.generation.factory.build_backend`), and each backend class takes its

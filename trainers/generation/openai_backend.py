@@ -58,7 +58,7 @@ from trainers.generation.protocol import Generation, LogprobSource, check_seeds
 from trainers.models.chat_tokens import encode_plain
 
 if TYPE_CHECKING:
-    from trainers.generation.factory import GeneratorOptions
+    from trainers.generation.factory import GenerationSettings
     from trainers.models.policy_set import PolicySet
 
 #: vLLM's spelling of a token in ``logprobs.tokens`` under ``return_tokens_as_token_ids``.
@@ -150,18 +150,19 @@ class OpenAIGenerator:
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="openai-generator")
 
     @classmethod
-    def from_config(cls, options: GeneratorOptions, policies: PolicySet, *,
-                    checkpoint: Path | None = None) -> OpenAIGenerator:
+    def from_config(cls, settings: GenerationSettings, policies: PolicySet, *, seed: int = 0,
+                    require_logprobs: bool = False, checkpoint: Path | None = None) -> OpenAIGenerator:
         if len(policies.names) != 1:
             raise ValueError(f"generation_backend='openai' serves one model, so one policy; this run has "
                              f"{len(policies.names)} ({', '.join(policies.names)}): use the shared regime")
         (policy,) = policies.names
         with policies.active(policy) as model:
             vocab_size = model.get_input_embeddings().num_embeddings
-        generator = cls(options.openai_base_url, options.openai_model or options.model, tokenizer=policies.tokenizer,
-                        stop_token_ids=policies.eos_ids, temperature=options.temperature,
-                        max_new_tokens=options.max_new_tokens, vocab_size=vocab_size,
-                        concurrency=options.openai_concurrency, require_logprobs=options.require_logprobs)
+        spec = policies.spec
+        generator = cls(settings.openai_base_url, settings.openai_model or spec.model, tokenizer=policies.tokenizer,
+                        stop_token_ids=policies.eos_ids, temperature=spec.temperature,
+                        max_new_tokens=spec.max_new_tokens, vocab_size=vocab_size,
+                        concurrency=settings.openai_concurrency, require_logprobs=require_logprobs)
         generator.policy = policy
         return generator
 

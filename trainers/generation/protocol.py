@@ -25,7 +25,7 @@ Weight following (:attr:`Generator.follows_updates`): True when, after :meth:`Ge
 the next ``generate`` samples the updated policy (the in-process model is the trained one;
 a colocated engine gets the weights copied). A server the trainer does not control keeps
 sampling the policy it was started with; the trainer refuses to train on it unless the run
-opts into off-policy samples (``TrainConfig.off_policy_generation``), never silently.
+opts into off-policy samples (``GenerationSettings.off_policy_generation``), never silently.
 
 This module imports neither torch nor an engine, so actors and servers can share it.
 """

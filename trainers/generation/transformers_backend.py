@@ -32,7 +32,7 @@ from trainers.generation.sampling import sample_categorical, seeded_uniforms
 from trainers.models.policy_set import PolicySet
 
 if TYPE_CHECKING:
-    from trainers.generation.factory import GeneratorOptions
+    from trainers.generation.factory import GenerationSettings
 
 #: ``on_step(tokens, token_logprobs, logprob_table)`` of :func:`generate`: the rows to end now.
 StepHook = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Sequence[int]]
@@ -125,8 +125,8 @@ class TransformersGenerator:
         self.policies = policies
 
     @classmethod
-    def from_config(cls, options: GeneratorOptions, policies: PolicySet, *,
-                    checkpoint: Path | None = None) -> TransformersGenerator:
+    def from_config(cls, settings: GenerationSettings, policies: PolicySet, *, seed: int = 0,
+                    require_logprobs: bool = False, checkpoint: Path | None = None) -> TransformersGenerator:
         return cls(policies)  # the checkpoint's weights are already the policies'
 
     def generate(self, policy: str, prompts: Sequence[Sequence[int]], n: int, *,

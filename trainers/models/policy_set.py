@@ -66,10 +66,12 @@ class PolicySet(PromptEncoder):
     """The trainable policies of a run, their optimisers and the KL reference (module docstring)."""
 
     def __init__(self, spec: ModelSpec, role_to_policy: Mapping[str, str], *,
-                 init_dir: str | Path | None = None) -> None:
+                 init_dir: str | Path | None = None, reference: bool = False) -> None:
         """Load ``spec.model`` once per policy name of ``role_to_policy`` (role -> policy name;
         roles with the same name share a policy); with ``init_dir`` (a checkpoint's ``policies/``)
-        start from its weights."""
+        start from its weights. ``reference``: keep the frozen initial policy for a KL term (under
+        full fine-tuning a frozen copy of ``spec.model``; under LoRA the base with its adapters off
+        is the reference anyway)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.spec = spec
@@ -121,7 +123,7 @@ class PolicySet(PromptEncoder):
                 self.models[name] = load(path, frozen=False, backpropagated=True)
             generation_config = self.models[self.names[0]].generation_config
             self._params = {name: list(m.parameters()) for name, m in self.models.items()}
-            if spec.reference:
+            if reference:
                 self.reference = load(spec.model, frozen=True, backpropagated=False).requires_grad_(False)
         super().__init__(tokenizer, generation_config, spec.max_prompt_tokens)
         for params in self._params.values():

@@ -231,13 +231,14 @@ def test_shared_policy_self_play_keeps_each_seat_in_its_own_groups():
     from trainers.algorithms.atgrpo.config import TrainConfig
     from trainers.maths.advantages import group_key
 
-    config = TrainConfig(env=ENV_ID, model="unused")
-    assert config.regime == "shared" and config.group_by == "problem_agent_turn"
+    config = TrainConfig.from_flat(env=ENV_ID, model="unused")
+    assert config.rollout.regime == "shared" and config.rollout.group_by == "problem_agent_turn"
     env = make("TicTacToe-v0")
     episode = play_episode(env, random_legal_policy(0), seed=0)
     keys_by_agent: dict[str, set[str]] = {}
     for record in env.unwrapped.history:
-        keys_by_agent.setdefault(record.agent, set()).add(group_key(0, record.agent, record.turn, config.group_by))
+        key = group_key(0, record.agent, record.turn, config.rollout.group_by)
+        keys_by_agent.setdefault(record.agent, set()).add(key)
     assert set(keys_by_agent) == {"player_0", "player_1"} and episode.turns >= 2
     assert not keys_by_agent["player_0"] & keys_by_agent["player_1"]
 

@@ -38,9 +38,10 @@ def test_a_request_without_a_model_is_told_it_lacks_one(tiny_model_dir):
     from trainers.generation.server import PolicyServer
     from trainers.models.policy_set import PolicySet
 
-    config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=4, steps=0, progress=False, tensorboard=False)
+    config = TrainConfig.from_flat(model=str(tiny_model_dir), max_new_tokens=4, steps=0, progress=False,
+                                   tensorboard=False)
     config.validate()
-    policies = PolicySet(config.model_spec(), {"assistant": "shared"})
+    policies = PolicySet(config.model, {"assistant": "shared"})
     with PolicyServer(policies, model_name="tiny", max_new_tokens=8) as server:
         request = urllib.request.Request(server.base_url + "/completions", headers={"Content-Type": "application/json"},
                                          data=json.dumps({"prompt": [5, 6], "max_tokens": 2}).encode())

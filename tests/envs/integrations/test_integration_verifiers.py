@@ -32,9 +32,9 @@ ENV_CONFIG = {"max_turns": 2}
 
 @pytest.fixture(scope="module")
 def server(tiny_model_dir: Path):
-    config = TrainConfig(model=str(tiny_model_dir), steps=0, progress=False, tensorboard=False)
+    config = TrainConfig.from_flat(model=str(tiny_model_dir), steps=0, progress=False, tensorboard=False)
     config.validate()
-    policies = PolicySet(config.model_spec(), {"assistant": "shared"})
+    policies = PolicySet(config.model, {"assistant": "shared"})
     with PolicyServer(policies, model_name="tiny", max_new_tokens=24) as running:
         yield running
 

@@ -39,7 +39,7 @@ def real_config(model_dir, run_dir, **overrides) -> TrainConfig:
               "device": "cpu", "progress": False, "tensorboard": False, "checkpoint_every": 1, "keep_checkpoints": 1,
               "eval_every": 0, "eval_problems": 1, "micro_batch_size": 8}
     values.update(overrides)
-    return TrainConfig(**values)
+    return TrainConfig.from_flat(**values)
 
 
 def record_generations(trainer: Trainer) -> list:

@@ -9,17 +9,20 @@ import typing
 
 import pytest
 
-from trainers.algorithms.atgrpo.config import BOUNDS, TrainConfig
-from trainers.algorithms.atgrpo.field_checks import _NON_EMPTY, field_types
+from trainers.algorithms.atgrpo.config import TrainConfig
 from trainers.algorithms.atgrpo.options import load_config
+from trainers.harness.config_tree import section_types, setting_sections
 from trainers.harness.errors import ConfigError
+from trainers.harness.fields import _NON_EMPTY, field_types
 
-FIELDS = [f.name for f in dataclasses.fields(TrainConfig)]
-FIELD_TYPES = field_types(TrainConfig)
+BOUNDS = TrainConfig.bounds
+FIELDS = list(setting_sections(TrainConfig))
+FIELD_TYPES = {name: field_types(section_types(TrainConfig)[section])[name]
+               for name, section in setting_sections(TrainConfig).items()}
 
 
 def checked(**values) -> TrainConfig:
-    config = TrainConfig(**{"model": "m", **values})
+    config = TrainConfig.from_flat(**{"model": "m", **values})
     config.validate()
     return config
 
@@ -36,8 +39,8 @@ def test_yaml_scientific_notation_is_a_float(tmp_path):
 
     assert yaml.safe_load("lr: 1e-6") == {"lr": "1e-6"}
     config = load_config(["--config", write(tmp_path, "model: m\nlr: 1e-6\nsteps: 1e3\nresume: yes\n")])
-    assert (config.lr, config.steps, config.resume) == (1e-6, 1000, True)
-    assert type(config.lr) is float and type(config.steps) is int
+    assert (config.model.lr, config.run.steps, config.run.resume) == (1e-6, 1000, True)
+    assert type(config.model.lr) is float and type(config.run.steps) is int
 
 
 @pytest.mark.parametrize(("field", "value", "allowed"), [
@@ -80,14 +83,14 @@ def test_bad_values_from_the_command_line_and_yaml_give_the_same_error(tmp_path)
 
 
 def test_infinity_disables_gradient_clipping_and_is_allowed():
-    assert checked(max_grad_norm="inf").max_grad_norm == math.inf
+    assert checked(max_grad_norm="inf").update.max_grad_norm == math.inf
     with pytest.raises(ConfigError, match="'lr'"):
         checked(lr="inf")
 
 
 def test_every_numeric_field_has_a_bound():
     numeric = {name for name in FIELDS if FIELD_TYPES[name] in (int, float)}
-    assert numeric == set(BOUNDS), "add the new field's range to trainers.algorithms.atgrpo.config.BOUNDS"
+    assert numeric == set(BOUNDS), "add the new setting's range to trainers.harness.sections.BOUNDS or the tree's"
 
 
 def _bad_values(name: str) -> list[object]:
@@ -119,22 +122,23 @@ def _bad_values(name: str) -> list[object]:
 def test_every_field_refuses_bad_values_and_coerces_strings(name):
     """A table over all fields: the default passes, its string form (the command line's) is
     coerced back to the same typed value, and every bad value raises a ConfigError naming the field."""
-    default = getattr(checked(), name)
-    assert getattr(checked(**{name: default}), name) == default
+    default = checked().flat()[name]
+    assert checked(**{name: default}).flat()[name] == default
     tp = FIELD_TYPES[name]
     if tp in (int, float, bool):
-        assert getattr(checked(**{name: str(default)}), name) == default
+        assert checked(**{name: str(default)}).flat()[name] == default
     for bad in _bad_values(name):
         values = {name: bad}
         with pytest.raises(ConfigError, match=f"'{name}'|{name} is required"):
-            TrainConfig(**{"model": "m", **values}).validate()
+            TrainConfig.from_flat(**{"model": "m", **values}).validate()
 
 
 def test_model_is_required_and_vllm_takes_every_regime():
     with pytest.raises(ConfigError, match="model is required"):
-        TrainConfig().validate()
-    assert checked(generation_backend="vllm", regime="per_role").regime == "per_role"
-    assert checked(generation_backend="vllm", policy_map={"a": "x", "b": "y"}).policy_map == {"a": "x", "b": "y"}
+        TrainConfig.from_flat().validate()
+    assert checked(generation_backend="vllm", regime="per_role").rollout.regime == "per_role"
+    mapped = checked(generation_backend="vllm", policy_map={"a": "x", "b": "y"})
+    assert mapped.rollout.policy_map == {"a": "x", "b": "y"}
 
 
 def test_truncated_importance_sampling_is_on_by_default_with_vllm_only():
@@ -142,3 +146,34 @@ def test_truncated_importance_sampling_is_on_by_default_with_vllm_only():
     assert not checked().uses_truncated_is()
     assert checked(importance_sampling="truncated").uses_truncated_is()
     assert not checked(generation_backend="vllm", importance_sampling="none").uses_truncated_is()
+
+
+def test_yaml_takes_sections_or_settings_by_name_and_the_command_line_overrides_both(tmp_path):
+    path = write(tmp_path, "model: {model: m, lora: true}\nupdate: {eps_high: 0.3}\nlr: 1e-6\nsteps: 3\n")
+    config = load_config(["--config", path, "--steps", "4"])
+    assert (config.model.model, config.model.lora, config.update.eps_high) == ("m", True, 0.3)
+    assert (config.model.lr, config.run.steps) == (1e-6, 4)
+    with pytest.raises(ConfigError, match=r"unknown config keys .*\['update.lr'\]; 'update.lr'"):
+        load_config(["--config", write(tmp_path, "model: m\nupdate: {lr: 1e-6}\n")])
+
+
+def test_every_setting_is_declared_in_one_section_only():
+    """The command line, YAML and ``from_flat`` name settings without their section, so a name
+    must mean one setting; a tree that declared one twice could not even be built."""
+    from trainers.algorithms.mgrpo.config import MGRPOConfig
+
+    for tree in (TrainConfig, MGRPOConfig):
+        owners = setting_sections(tree)
+        declared = [f.name for section in section_types(tree).values() for f in dataclasses.fields(section)]
+        assert sorted(declared) == sorted(owners)
+    assert setting_sections(TrainConfig)["model"] == "model" and setting_sections(TrainConfig)["lr"] == "model"
+
+
+def test_help_lists_the_settings_by_section_with_the_trees_defaults(capsys):
+    from trainers.algorithms.mgrpo.train import build_parser as mgrpo_parser
+
+    text = mgrpo_parser().format_help()
+    assert "run (RunConfig):" in text and "mgrpo (MGRPOSettings):" in text
+    options = text[text.index("run (RunConfig):"):]
+    steps_help = options[options.index("--steps STEPS"):options.index("--seed SEED")]
+    assert "(default: 2)" in " ".join(steps_help.split())  # M-GRPO's default, not RunConfig's 100

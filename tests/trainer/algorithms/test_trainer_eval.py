@@ -25,7 +25,7 @@ def config(model_dir, run_dir, **overrides) -> TrainConfig:
               "tensorboard": False, "eval_problems": 8,
               "env_kwargs": {"targets": {"first": HALF, "second": HALF}}}
     values.update(overrides)
-    return TrainConfig(**values)
+    return TrainConfig.from_flat(**values)
 
 
 def test_wilson_interval_by_hand():

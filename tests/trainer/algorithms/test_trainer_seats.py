@@ -147,7 +147,7 @@ def toy_config(model_dir, run_dir, **overrides):
         "env_kwargs": {"targets": {"first": "".join(chr(c) for c in range(128)), "second": string.ascii_lowercase}},
     }
     values.update(overrides)
-    return TrainConfig(**values)
+    return TrainConfig.from_flat(**values)
 
 
 @pytest.mark.parametrize("rollout", ["tree", "independent"])
@@ -159,7 +159,7 @@ def test_two_steps_with_a_seated_role_train_only_the_other(toy, tiny_model_dir, 
     dump = tmp_path / "samples.jsonl"
     trainer = Trainer(toy_config(tiny_model_dir, tmp_path / "run", steps=2, rollout=rollout, seats="second=random",
                                  dump_samples=str(dump), eval_every=2, eval_problems=2))
-    assert trainer.config.seats == {"second": "random"}
+    assert trainer.config.rollout.seats == {"second": "random"}
     assert trainer.policies.names == ["first"]  # no policy for the seated role
     before = trainer.policies.snapshot("first")
     history = trainer.train()
@@ -208,15 +208,15 @@ def test_a_malformed_seats_option_is_refused(text):
     from trainers.harness.errors import ConfigError
 
     with pytest.raises(ConfigError, match="config field 'seats'"):
-        TrainConfig(model="m", seats=text).validate()
+        TrainConfig.from_flat(model="m", seats=text).validate()
 
 
 def test_the_command_line_takes_role_equals_spec_and_yaml():
     from trainers.algorithms.atgrpo.options import load_config
 
     assert load_config(["--model", "m", "--seats", "tester=scripted,coder=openai:q@http://127.0.0.1:8000/v1"]
-                       ).seats == {"tester": "scripted", "coder": "openai:q@http://127.0.0.1:8000/v1"}
-    assert load_config(["--model", "m", "--seats", "{tester: random}"]).seats == {"tester": "random"}
+                       ).rollout.seats == {"tester": "scripted", "coder": "openai:q@http://127.0.0.1:8000/v1"}
+    assert load_config(["--model", "m", "--seats", "{tester: random}"]).rollout.seats == {"tester": "random"}
 
 
 def test_a_trainer_whose_rollout_plays_no_seats_refuses_them(toy, tiny_model_dir, tmp_path):

@@ -27,7 +27,7 @@ def toy_config(model_dir, run_dir, **overrides) -> TrainConfig:
         "env_kwargs": {"targets": {"first": string.digits, "second": string.ascii_lowercase}},
     }
     values.update(overrides)
-    return TrainConfig(**values)
+    return TrainConfig.from_flat(**values)
 
 
 @pytest.mark.slow
@@ -37,7 +37,7 @@ def test_at_grpo_learns_the_toy_task(toy, tiny_model_dir, tmp_path):
     trainer = Trainer(toy_config(tiny_model_dir, tmp_path, regime="per_role", steps=30))
     start_cpu, start = time.process_time(), time.perf_counter()
     history = []
-    while trainer.step < trainer.config.steps:
+    while trainer.step < trainer.config.run.steps:
         history.append(trainer.train_step())
         if len(history) >= 2 and min(m["reward/mean"] for m in history[-2:]) >= 0.8:
             break
@@ -180,7 +180,7 @@ def test_agents_finishing_at_different_times_are_all_trained(monkeypatch, tiny_m
     action: the other agent's later turns are sampled, get advantages and enter the update."""
     monkeypatch.setitem(ENV_MODULES, "uneven_v0", "uneven_env")
     dump = tmp_path / "samples.jsonl"
-    trainer = Trainer(TrainConfig(env="uneven_v0", env_kwargs={"laps": 3}, model=str(tiny_model_dir),
+    trainer = Trainer(TrainConfig.from_flat(env="uneven_v0", env_kwargs={"laps": 3}, model=str(tiny_model_dir),
                                   run_dir=str(tmp_path / "run"), steps=1, problems_per_step=2, n_samples=4,
                                   max_new_tokens=3, lr=1e-2, progress=False, tensorboard=False, eval_every=0,
                                   dump_samples=str(dump)))

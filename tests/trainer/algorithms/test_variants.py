@@ -53,9 +53,9 @@ def test_condition_appends_to_the_system_message_and_keeps_the_input():
 
 
 def test_config_parses_variant_lists_and_the_empty_baseline():
-    assert TrainConfig().prompt_variants == list(DEFAULT_PROMPT_VARIANTS)
-    assert load_config(["--model", "m", "--prompt-variants", "[a b, c]"]).prompt_variants == ["a b", "c"]
-    assert load_config(["--model", "m", "--prompt-variants", "[]"]).prompt_variants == []
+    assert TrainConfig().rollout.prompt_variants == list(DEFAULT_PROMPT_VARIANTS)
+    assert load_config(["--model", "m", "--prompt-variants", "[a b, c]"]).rollout.prompt_variants == ["a b", "c"]
+    assert load_config(["--model", "m", "--prompt-variants", "[]"]).rollout.prompt_variants == []
 
 
 def test_degenerate_probability_formulas():
@@ -102,7 +102,7 @@ def test_variant_rollouts_share_one_group_per_question(tiny_model_dir, tmp_path,
     monkeypatch.setitem(ENV_MODULES, TOY, "toy_env")
     half = "".join(chr(c) for c in range(128))  # about half the byte tokens are right: groups vary
     dump = tmp_path / "samples.jsonl"
-    trainer = PromptConditionedTrainer(TrainConfig(
+    trainer = PromptConditionedTrainer(TrainConfig.from_flat(
         env=TOY, model=str(tiny_model_dir), run_dir=str(tmp_path), steps=1, problems_per_step=3, n_samples=8,
         max_new_tokens=1, progress=False, tensorboard=False, checkpoint_every=0, dump_samples=str(dump),
         env_kwargs={"targets": {"first": half, "second": half}}))

@@ -19,7 +19,7 @@ from trainers.algorithms.atgrpo.config import TrainConfig
 from trainers.algorithms.atgrpo.options import load_run_config
 from trainers.cli.train_ray import parse as parse_train_ray
 from trainers.harness.errors import ConfigError
-from trainers.harness.run_history import check_resume, config_json
+from trainers.harness.run_history import check_resume
 
 
 def first_run_args(model: Path, run: Path, command: str = "train") -> list[str]:
@@ -64,10 +64,12 @@ def test_resuming_a_run_dir_that_holds_no_run_is_refused(capsys, tmp_path, tiny_
 @pytest.mark.slow  # trains a run first
 def test_options_left_out_on_resume_take_the_runs_values_not_the_defaults(finished_run):
     config = load_run_config(["--run-dir", str(finished_run), "--resume"])
-    assert (config.steps, config.lr, config.n_samples, config.max_new_tokens, config.env_kwargs, config.model) == (
-        1, 0.001, 2, 4, {"max_turns": 1}, json.loads((finished_run / "config.json").read_text())["model"])
-    assert (TrainConfig.steps, TrainConfig.lr) != (1, 0.001)  # the defaults would have differed
-    assert config.resume and not config.overwrite
+    assert (config.run.steps, config.model.lr, config.rollout.n_samples, config.model.max_new_tokens,
+            config.task.env_kwargs, config.model.model) == (
+        1, 0.001, 2, 4, {"max_turns": 1}, json.loads((finished_run / "config.json").read_text())["model"]["model"])
+    defaults = TrainConfig()
+    assert (defaults.run.steps, defaults.model.lr) != (1, 0.001)  # the defaults would have differed
+    assert config.run.resume and not config.run.overwrite
 
 
 @pytest.mark.slow  # trains a run first
@@ -84,11 +86,20 @@ def test_options_that_contradict_the_run_are_refused_naming_them(capsys, finishe
 
 
 @pytest.mark.slow  # trains a run first
+def test_a_yaml_section_that_contradicts_the_run_is_refused_naming_the_setting(capsys, finished_run, tmp_path):
+    yaml_file = tmp_path / "resume.yaml"
+    yaml_file.write_text("model: {lr: 0.1}\nrun: {steps: 2}\n")
+    err = one_line_error(capsys, ["train", "--run-dir", str(finished_run), "--resume", "--config", str(yaml_file)])
+    assert err.startswith("resume: --lr 0.1 (the run's: 0.001) contradicts the run in"), err
+
+
+@pytest.mark.slow  # trains a run first
 def test_a_resumed_run_appends_to_its_history_and_config_json_stays_the_runs(capsys, finished_run):
     first_config = json.loads((finished_run / "config.json").read_text())
     assert main(["train", "--run-dir", str(finished_run), "--resume", "--steps", "2"]) == 0
     assert [json.loads(line)["step"] for line in (finished_run / "metrics.jsonl").read_text().splitlines()] == [1, 2]
-    assert json.loads((finished_run / "config.json").read_text()) == {**first_config, "steps": 2}
+    assert json.loads((finished_run / "config.json").read_text()) == {
+        **first_config, "run": {**first_config["run"], "steps": 2}}
     starts = history(finished_run)
     assert [(s["resume"], s["from_step"], s["to_step"], s["changed"]) for s in starts] == [
         (False, 0, 1, {}), (True, 1, 2, {"steps": {"from": 1, "to": 2}})]
@@ -96,25 +107,40 @@ def test_a_resumed_run_appends_to_its_history_and_config_json_stays_the_runs(cap
     assert main(["train", "--run-dir", str(finished_run), "--resume"]) == 0
     assert len((finished_run / "metrics.jsonl").read_text().splitlines()) == 2
     assert history(finished_run)[-1]["changed"] == {} and len(history(finished_run)) == 3
-    assert json.loads((finished_run / "config.json").read_text()) == {**first_config, "steps": 2}
+    assert json.loads((finished_run / "config.json").read_text()) == {
+        **first_config, "run": {**first_config["run"], "steps": 2}}
+
+
+@pytest.mark.slow  # trains a run first
+def test_a_run_dir_with_a_flat_config_json_from_before_the_sections_resumes(capsys, finished_run):
+    """Run dirs written before the config had sections hold every setting at the top level of
+    ``config.json``: they resume by the same rules, and a resume that changes a setting writes
+    the config back by section."""
+    tree = json.loads((finished_run / "config.json").read_text())
+    flat = {name: value for section in tree.values() for name, value in section.items()}
+    (finished_run / "config.json").write_text(json.dumps(flat))
+    err = one_line_error(capsys, ["train", "--run-dir", str(finished_run), "--resume", "--lr", "0.1"])
+    assert err.startswith("resume: --lr 0.1 (the run's: 0.001) contradicts the run in")
+    assert main(["train", "--run-dir", str(finished_run), "--resume", "--steps", "2"]) == 0
+    assert json.loads((finished_run / "config.json").read_text()) == {**tree, "run": {**tree["run"], "steps": 2}}
+    assert history(finished_run)[-1]["changed"] == {"steps": {"from": 1, "to": 2}}
 
 
 @pytest.mark.slow  # trains a run first
 def test_the_trainer_itself_refuses_a_config_that_contradicts_its_run(finished_run):
-    """Programmatic use (``Trainer(TrainConfig(...))``) gets the same checks: every field is given."""
-    saved = json.loads((finished_run / "config.json").read_text())
-    saved.pop("resume"), saved.pop("overwrite")
-    other = TrainConfig(**{**saved, "env": "sudoku_v0", "steps": 5}, resume=True)
+    """Programmatic use (``Trainer(TrainConfig.from_flat(...))``) gets the same checks: every field is given."""
+    saved = TrainConfig().with_values(json.loads((finished_run / "config.json").read_text()))
+    other = saved.replace(env="sudoku_v0", steps=5, resume=True)
     other.validate()
     with pytest.raises(ConfigError, match=r"^resume: env 'sudoku_v0' \(the run's: 'plan_path_v0'\) contradicts"):
-        check_resume(Path(other.run_dir), config_json(other), resume=other.resume)
-    same = TrainConfig(**{**saved, "steps": 5, "checkpoint_every": 1}, resume=True)
+        check_resume(Path(other.run.run_dir), other, resume=other.run.resume)
+    same = saved.replace(steps=5, checkpoint_every=1, resume=True)
     same.validate()
-    assert check_resume(Path(same.run_dir), config_json(same), resume=same.resume) == {
+    assert check_resume(Path(same.run.run_dir), same, resume=same.run.resume) == {
         "steps": (1, 5), "checkpoint_every": (50, 1)}
-    missing = TrainConfig(**{**saved, "run_dir": str(finished_run / "elsewhere")}, resume=True)
+    missing = saved.replace(run_dir=str(finished_run / "elsewhere"), resume=True)
     with pytest.raises(ConfigError, match="does not exist, so there is no run to resume"):
-        check_resume(Path(missing.run_dir), config_json(missing), resume=missing.resume)
+        check_resume(Path(missing.run.run_dir), missing, resume=missing.run.resume)
 
 
 @pytest.mark.slow  # trains a run first
@@ -132,7 +158,7 @@ def test_train_variants_resumes_its_own_run_by_the_same_rules(capsys, tiny_model
 def test_train_ray_resumes_by_the_same_rules(finished_run, tmp_path):
     """``train-ray`` reads its options through the same loader (checked without starting Ray)."""
     config, _ = parse_train_ray(["--run-dir", str(finished_run), "--resume"])
-    assert (config.steps, config.lr, config.env) == (1, 0.001, "plan_path_v0")
+    assert (config.run.steps, config.model.lr, config.task.env) == (1, 0.001, "plan_path_v0")
     with pytest.raises(ConfigError, match=r"--env 'sudoku_v0' \(the run's: 'plan_path_v0'\) contradicts"):
         parse_train_ray(["--run-dir", str(finished_run), "--resume", "--env", "sudoku_v0"])
     with pytest.raises(ConfigError, match="does not exist, so there is no run to resume"):

@@ -47,7 +47,7 @@ def test_bad_layouts_are_refused_naming_the_field(values, message):
     ({"rollout": "independent"}, {}, r"runs tree rollouts"),
 ])
 def test_train_configs_the_actors_cannot_run_are_refused(train, layout, message):
-    config = TrainConfig(model="m", **train)
+    config = TrainConfig.from_flat(model="m", **train)
     with pytest.raises(ConfigError, match=message):
         check_layout(config, distributed_config(layout))
 
@@ -56,7 +56,7 @@ def test_the_layout_comes_from_a_file_and_options_override_it(tmp_path):
     layout = tmp_path / "layout.yaml"
     layout.write_text("rollout_workers: 3\nengines_per_policy: 2\naddress: auto\n")
     config, dist = parse(["--model", "m", "--steps", "2", "--distributed", str(layout), "--engines-per-policy", "4"])
-    assert (config.steps, dist.rollout_workers, dist.engines_per_policy, dist.address) == (2, 3, 4, "auto")
+    assert (config.run.steps, dist.rollout_workers, dist.engines_per_policy, dist.address) == (2, 3, 4, "auto")
     with pytest.raises(ConfigError, match="no such file"):
         parse(["--model", "m", "--distributed", str(tmp_path / "missing.yaml")])
     layout.write_text("- a list\n")

@@ -42,16 +42,16 @@ WEIGHT_ATOL = 0.1 * LR
 #: The mean gap over all elements: float noise only (measured up to 5.6e-7, against a mean move of 5.6e-2).
 MEAN_ATOL = 1e-5
 
-SETTINGS = UpdateSettings(eps_low=0.2, eps_high=0.28, aggregation="token_mean", max_new_tokens=5, ppo_epochs=2,
-                          micro_batch_size=2, max_grad_norm=0.5)
+SETTINGS = UpdateSettings(eps_low=0.2, eps_high=0.28, aggregation="token_mean", ppo_epochs=2,
+                          micro_batch_size=2, max_grad_norm=0.5, importance_sampling="none")
 
 
 def make_policies(model_dir: str, lora: bool) -> PolicySet:
     """The policy every process builds alike (LoRA's fresh adapters are drawn from the seed)."""
     torch.manual_seed(0)
-    config = TrainConfig(model=model_dir, env="toy", max_new_tokens=5, device="cpu", lr=LR, lora=lora,
+    config = TrainConfig.from_flat(model=model_dir, env="toy", max_new_tokens=5, device="cpu", lr=LR, lora=lora,
                          kl_coef=0.1 if lora else 0.0)
-    return PolicySet(config.model_spec(), config.policy_for_roles(["a"]))
+    return PolicySet(config.model, config.policy_for_roles(["a"]))
 
 
 def make_samples(policies: PolicySet) -> list[TrainSample]:

@@ -64,7 +64,7 @@ def test_torchrun_two_ranks_equal_the_single_process_run_and_resume_on_one(
 
     monkeypatch.setitem(ENV_MODULES, "toy_bytes_v0", "toy_env")
     monkeypatch.syspath_prepend(str(TESTS))
-    local = Trainer(TrainConfig(**options(tiny_model_dir, tmp_path / "local")))  # type: ignore[arg-type]
+    local = Trainer(TrainConfig.from_flat(**options(tiny_model_dir, tmp_path / "local")))  # type: ignore[arg-type]
     local_history = local.train()
     assert any(m["samples/trained"] > 0 for m in local_history)
 
@@ -81,11 +81,11 @@ def test_torchrun_two_ranks_equal_the_single_process_run_and_resume_on_one(
     checkpoint = run / "checkpoints" / "step_000002"
     assert (run / "checkpoints" / "latest").read_text() == "step_000002"
     for name in local.policies.names:
-        saved = PolicySet(local.config.model_spec(), {"x": name}, init_dir=checkpoint / "policies").snapshot(name)
+        saved = PolicySet(local.config.model, {"x": name}, init_dir=checkpoint / "policies").snapshot(name)
         here = local.policies.snapshot(name)
         assert all(torch.allclose(here[k], saved[k], atol=WEIGHT_ATOL, rtol=0) for k in here), name
 
-    resumed = Trainer(TrainConfig(**options(tiny_model_dir, run, steps=3, resume=True)))  # type: ignore[arg-type]
+    resumed = Trainer(TrainConfig.from_flat(**options(tiny_model_dir, run, steps=3, resume=True)))  # type: ignore[arg-type]
     assert resumed.step == 2
     resumed.train()
     optimizer = torch.load(run / "checkpoints" / "step_000003" / "optimizer.pt", weights_only=False)

@@ -128,14 +128,14 @@ def test_engine_actors_sample_what_the_in_process_sampler_samples(ray_cluster, t
     from trainers.generation.transformers_backend import generate
     from trainers.models.policy_set import PolicySet
 
-    config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=6, env=TOY, device="cpu")
+    config = TrainConfig.from_flat(model=str(tiny_model_dir), max_new_tokens=6, env=TOY, device="cpu")
     roles = ["first", "second"]
     dist = DistributedConfig(engines_per_policy=2, rollout_workers=1)
     dist.validate()
     pools = Pools(dist, ["shared"])
     generator = RayGenerator(config, dist, roles, pools.engines)
     try:
-        local = PolicySet(config.model_spec(), config.policy_for_roles(roles))
+        local = PolicySet(config.model, config.policy_for_roles(roles))
         prompts = [local.encode_prompt([{"role": "user", "content": f"problem {i}"}]).ids for i in range(3)]
         seeds = RequestSeeds(5)
         seeds.begin("train", 0)
@@ -170,14 +170,14 @@ def test_a_lora_engine_follows_the_pushed_adapter(ray_cluster, tiny_model_dir):
     from trainers.generation.transformers_backend import generate
     from trainers.models.policy_set import PolicySet
 
-    config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=6, env=TOY, device="cpu", lora=True,
+    config = TrainConfig.from_flat(model=str(tiny_model_dir), max_new_tokens=6, env=TOY, device="cpu", lora=True,
                          regime="per_role")
     dist = DistributedConfig(rollout_workers=1)
     dist.validate()
     pools = Pools(dist, ["second"])
     generator = RayGenerator(config, dist, ["first", "second"], pools.engines)
     try:
-        local = PolicySet(config.model_spec(), config.policy_for_roles(["second"]))
+        local = PolicySet(config.model, config.policy_for_roles(["second"]))
         prompts = [local.encode_prompt([{"role": "user", "content": f"problem {i}"}]).ids for i in range(2)]
         seeds = list(range(100, 106))
         before = [g.completion_ids for g in generate(local, "second", prompts, 3, seeds=seeds)]

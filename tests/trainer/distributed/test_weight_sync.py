@@ -98,15 +98,15 @@ class InspectableEngine(GenerationEngine):
     """The real engine plus a read-back of what it would generate with."""
 
     def weights(self) -> dict:
-        model = self.policies.peft_model if self.config.lora else self.policies.models[self.policy]
-        return weight_state(model, self.policy, lora=self.config.lora, merged=False)
+        model = self.policies.peft_model if self.config.model.lora else self.policies.models[self.policy]
+        return weight_state(model, self.policy, lora=self.config.model.lora, merged=False)
 
 
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_engines_hold_the_senders_weights_after_a_broadcast(ray_cluster, tiny_model_dir, lora):
-    config = TrainConfig(model=str(tiny_model_dir), lora=lora, steps=0, progress=False, tensorboard=False)
+    config = TrainConfig.from_flat(model=str(tiny_model_dir), lora=lora, steps=0, progress=False, tensorboard=False)
     config.validate()
-    policies = PolicySet(config.model_spec(), {"assistant": "shared"})
+    policies = PolicySet(config.model, {"assistant": "shared"})
     model = policies.peft_model if lora else policies.models["shared"]
     with torch.no_grad():  # an "update": every synced tensor moves
         for tensor in sync_tensors(model, adapter="shared" if lora else None):

@@ -23,9 +23,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pettingllm_envs.model_policies.openai_policy import EndpointError, OpenAIChatPolicy, post_json  # noqa: E402
-from trainers.algorithms.atgrpo.config import GenerationBackend, TrainConfig  # noqa: E402
+from trainers.algorithms.atgrpo.config import TrainConfig  # noqa: E402
 from trainers.algorithms.generation_setup import build_generator  # noqa: E402
 from trainers.generation import BACKENDS, BackendUnavailable, Generator  # noqa: E402
+from trainers.generation.factory import GenerationBackend  # noqa: E402
 from trainers.generation.openai_backend import OpenAIGenerator, parse_completion  # noqa: E402
 from trainers.generation.server import PolicyServer  # noqa: E402
 from trainers.generation.transformers_backend import TransformersGenerator, generate  # noqa: E402
@@ -40,20 +41,20 @@ def config_for(model: Path, **overrides) -> TrainConfig:
     values = {"model": str(model), "max_new_tokens": MAX_NEW_TOKENS, "steps": 0, "progress": False,
               "tensorboard": False}
     values.update(overrides)
-    config = TrainConfig(**values)
+    config = TrainConfig.from_flat(**values)
     config.validate()
     return config
 
 
 @pytest.fixture(scope="module")
 def policies(tiny_model_dir) -> PolicySet:
-    return PolicySet(config_for(tiny_model_dir).model_spec(), {"assistant": "shared"})
+    return PolicySet(config_for(tiny_model_dir).model, {"assistant": "shared"})
 
 
 @pytest.fixture(scope="module")
 def server(tiny_model_dir):
     """A real OpenAI-compatible server on loopback, serving the tiny model with its own weights."""
-    served = PolicySet(config_for(tiny_model_dir).model_spec(), {"assistant": "shared"})
+    served = PolicySet(config_for(tiny_model_dir).model, {"assistant": "shared"})
     with PolicyServer(served, model_name="tiny", max_new_tokens=64) as running:
         yield running
 
@@ -140,12 +141,11 @@ def test_greedy_decoding_is_the_argmax_chain(policies):
 def test_backends_have_one_definition():
     assert set(typing.get_args(GenerationBackend)) == set(BACKENDS)
     with pytest.raises(ConfigError, match="one of transformers, vllm, openai"):
-        TrainConfig(model="m", generation_backend="tgi").validate()
+        TrainConfig.from_flat(model="m", generation_backend="tgi").validate()
 
 
 def test_factory_refuses_an_unknown_backend_by_name(policies, tiny_model_dir):
-    config = config_for(tiny_model_dir)
-    config.generation_backend = "tgi"  # past validate, as a caller that builds configs by hand could
+    config = config_for(tiny_model_dir).replace(generation_backend="tgi")  # past validate, as a caller could
     with pytest.raises(ValueError, match="unknown generation backend 'tgi'; known: transformers, vllm, openai"):
         build_generator(config, policies)
 
@@ -187,7 +187,7 @@ def toy_run(model: Path, run_dir: Path, **overrides) -> TrainConfig:
               "eval_every": 0, "steps": 1, "drop_degenerate": False, "dump_samples": str(run_dir / "samples.jsonl"),
               "env_kwargs": {"targets": {"first": half, "second": half}}}
     values.update(overrides)
-    return TrainConfig(**values)
+    return TrainConfig.from_flat(**values)
 
 
 def dumped(run_dir: Path) -> list[dict]:

@@ -27,9 +27,10 @@ MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content
 
 @pytest.fixture(scope="module")
 def policies(tiny_model_dir):
-    config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=4, steps=0, progress=False, tensorboard=False)
+    config = TrainConfig.from_flat(model=str(tiny_model_dir), max_new_tokens=4, steps=0, progress=False,
+                                   tensorboard=False)
     config.validate()
-    return PolicySet(config.model_spec(), {"assistant": "shared"})
+    return PolicySet(config.model, {"assistant": "shared"})
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,7 @@ def toy_config(model, run_dir, **overrides) -> TrainConfig:
               "n_samples": 4, "lr": 5e-2, "progress": False, "tensorboard": False, "eval_every": 0,
               "vllm_dtype": "float32", "env_kwargs": {"targets": {"first": half, "second": half}}}
     values.update(overrides)
-    return TrainConfig(**values)
+    return TrainConfig.from_flat(**values)
 
 
 # ------------------------------------------------------------------ seeds
@@ -112,22 +112,22 @@ def test_one_request_per_completion_with_its_own_seed_and_the_stop_ids():
 def test_the_configs_engine_options_reach_the_engine():
     """vllm_max_model_len, vllm_kv_cache_gib and vllm_enforce_eager (0: vLLM's default) become the
     engine's options and its ``vllm.LLM`` arguments."""
-    from trainers.algorithms.generation_setup import generator_options
     from trainers.generation.vllm_backend import engine_options
 
-    config = TrainConfig(model="m", generation_backend="vllm", regime="per_role", vllm_max_model_len="384",
+    config = TrainConfig.from_flat(model="m", generation_backend="vllm", regime="per_role", vllm_max_model_len="384",
                          vllm_kv_cache_gib="0.5", vllm_enforce_eager="true", dtype="bfloat16", seed=3,
                          vllm_dtype="float32")
     config.validate()
-    options = engine_options(generator_options(config), lora_rank=0)
+    options = engine_options(config.generation, trainer_dtype=config.model.dtype, seed=config.run.seed, lora_rank=0)
     assert options == EngineOptions(dtype="float32", seed=3, max_model_len=384, kv_cache_gib=0.5, enforce_eager=True)
     kwargs = options.engine_kwargs(adapters=1)
     assert kwargs["max_model_len"] == 384 and kwargs["kv_cache_memory_bytes"] == 2**29 and kwargs["enforce_eager"]
-    defaults = engine_options(generator_options(TrainConfig(model="m", generation_backend="vllm")), lora_rank=0)
+    defaults = engine_options(TrainConfig.from_flat(model="m", generation_backend="vllm").generation,
+                              trainer_dtype="float32", seed=0, lora_rank=0)
     assert defaults.max_model_len is None and defaults.kv_cache_gib is None and not defaults.enforce_eager
     for field in ("vllm_max_model_len", "vllm_kv_cache_gib"):
         with pytest.raises(ConfigError, match=field):
-            TrainConfig(model="m", **{field: -1}).validate()
+            TrainConfig.from_flat(model="m", **{field: -1}).validate()
 
 
 # ------------------------------------------------------------- LoRA resume
@@ -363,7 +363,7 @@ def test_a_distributed_generation_engine_starts_vllm_and_follows_pushed_weights(
         model = AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32)
         perturb(model.parameters(), seed=3, scale=0.05)
         actor.load_weights(weight_state(model, "shared", lora=False, merged=True))
-        scorer = PolicySet(config.model_spec(), {"first": "shared"})
+        scorer = PolicySet(config.model, {"first": "shared"})
         prompt = scorer.encode_prompt([{"role": "user", "content": "Problem 1. Answer:"}]).ids
         generations = actor.generate([prompt], 4, list(range(4)))
         assert max_gap(generations, trainer_logprobs(scorer, model, generations)) < FP32_GAP

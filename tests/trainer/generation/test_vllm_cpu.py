@@ -77,25 +77,26 @@ def test_a_run_starts_its_engine_with_the_choice_for_this_machine_and_records_it
     """``vllm_dtype: auto`` (the default): the engine's ``vllm.LLM`` dtype and the run's record are
     the choice for this machine's CPU; ``bfloat16`` beside a float32 trainer reaches the engine
     alone (the trainer stays float32)."""
-    from trainers.algorithms.generation_setup import generation_choices, generator_options
+    from trainers.algorithms.generation_setup import generation_choices
     from trainers.generation.vllm_backend import engine_options
 
     def engine_dtype(config: TrainConfig) -> str:
         config.validate()
-        return engine_options(generator_options(config), lora_rank=0).engine_kwargs(adapters=1)["dtype"]
+        options = engine_options(config.generation, trainer_dtype=config.model.dtype, seed=0, lora_rank=0)
+        return options.engine_kwargs(adapters=1)["dtype"]
 
     here = engine_dtype_choice("auto", "float32")
     if not torch.cuda.is_available():
         assert here.dtype == ("bfloat16" if set(BF16_UNITS) & cpu_flags() else "float32"), here
-    config = TrainConfig(model="m", generation_backend="vllm")
+    config = TrainConfig.from_flat(model="m", generation_backend="vllm")
     assert engine_dtype(config) == here.dtype
     assert generation_choices(config) == {"vllm_dtype": here.dtype, "vllm_dtype_reason": here.reason}
-    forced = TrainConfig(model="m", generation_backend="vllm", dtype="float32", vllm_dtype="bfloat16")
-    assert engine_dtype(forced) == "bfloat16" and forced.model_spec().dtype == "float32"
+    forced = TrainConfig.from_flat(model="m", generation_backend="vllm", dtype="float32", vllm_dtype="bfloat16")
+    assert engine_dtype(forced) == "bfloat16" and forced.model.dtype == "float32"
     assert generation_choices(forced) == {"vllm_dtype": "bfloat16", "vllm_dtype_reason": "vllm_dtype as given"}
-    assert generation_choices(TrainConfig(model="m")) == {}  # the transformers backend chooses nothing
+    assert generation_choices(TrainConfig.from_flat(model="m")) == {}  # the transformers backend chooses nothing
     with pytest.raises(ConfigError, match="vllm_dtype"):
-        TrainConfig(model="m", vllm_dtype="bf16").validate()
+        TrainConfig.from_flat(model="m", vllm_dtype="bf16").validate()
 
 
 # --------------------------------------------------------------- the head size
@@ -165,13 +166,13 @@ def test_vllm_refuses_the_old_head_size_before_starting_and_the_command_says_why
 def test_the_engine_runs_the_tiny_model_at_the_dtype_chosen_for_this_cpu(tiny_model_dir):
     """The user's tiny model generates (head size 16 died here at the first generation) on an engine
     started with the run's options, whose dtype is the choice for this CPU."""
-    from trainers.algorithms.generation_setup import generator_options
     from trainers.generation.vllm_backend import VLLMGenerator, engine_options
 
-    config = TrainConfig(model=str(tiny_model_dir), generation_backend="vllm", vllm_enforce_eager=True,
+    config = TrainConfig.from_flat(model=str(tiny_model_dir), generation_backend="vllm", vllm_enforce_eager=True,
                          vllm_max_model_len=128)
     generator = VLLMGenerator(str(tiny_model_dir), temperature=1.0, max_new_tokens=4, stop_token_ids=[1],
-                              options=engine_options(generator_options(config), lora_rank=0))
+                              options=engine_options(config.generation, trainer_dtype=config.model.dtype,
+                                                     seed=config.run.seed, lora_rank=0))
     try:
         engine_dtype = generator.llm.llm_engine.vllm_config.model_config.dtype
         assert engine_dtype == getattr(torch, engine_dtype_choice("auto", "float32").dtype)

@@ -98,9 +98,9 @@ def vllm_server(smollm2_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def policies(smollm2_dir) -> PolicySet:
-    config = TrainConfig(model=str(smollm2_dir), temperature=1.0, steps=0, progress=False, tensorboard=False)
+    config = TrainConfig.from_flat(model=str(smollm2_dir), temperature=1.0, steps=0, progress=False, tensorboard=False)
     config.validate()
-    return PolicySet(config.model_spec(), {"assistant": "shared"})
+    return PolicySet(config.model, {"assistant": "shared"})
 
 
 def chat_prompt(policies: PolicySet, text: str) -> list[int]:

@@ -33,8 +33,8 @@ class Scored:
 
 def make_policies(model_dir, **overrides) -> PolicySet:
     values: dict[str, Any] = {"lr": 5e-2, **overrides}
-    config = TrainConfig(model=str(model_dir), env="toy", max_new_tokens=6, device="cpu", **values)
-    return PolicySet(config.model_spec(), config.policy_for_roles(["a"]))
+    config = TrainConfig.from_flat(model=str(model_dir), env="toy", max_new_tokens=6, device="cpu", **values)
+    return PolicySet(config.model, config.policy_for_roles(["a"]))
 
 
 def make_samples(policies: PolicySet, n: int = 4) -> list[Scored]:
@@ -46,8 +46,8 @@ def make_samples(policies: PolicySet, n: int = 4) -> list[Scored]:
 
 
 def settings(**overrides) -> UpdateSettings:
-    values: dict[str, Any] = {"eps_low": 0.2, "eps_high": 0.28, "aggregation": "token_mean", "max_new_tokens": 6,
-                              "micro_batch_size": 64}
+    values: dict[str, Any] = {"eps_low": 0.2, "eps_high": 0.28, "aggregation": "token_mean", "micro_batch_size": 64,
+                              "importance_sampling": "none"}
     values.update(overrides)
     return UpdateSettings(**values)
 
@@ -61,12 +61,16 @@ def delta(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> di
 
 
 def test_settings_come_from_the_trainer_config():
-    config = TrainConfig(model="m", eps_low=0.1, eps_high=0.3, max_grad_norm=0.5, ppo_epochs=3, micro_batch_size=2,
-                         kl_coef=0.01, aggregation="dr_grpo", max_new_tokens=7, generation_backend="transformers",
-                         importance_sampling="truncated", tis_cap=3.0)
+    config = TrainConfig.from_flat(model="m", eps_low=0.1, eps_high=0.3, max_grad_norm=0.5, ppo_epochs=3,
+                         micro_batch_size=2, kl_coef=0.01, aggregation="dr_grpo", max_new_tokens=7,
+                         generation_backend="transformers", importance_sampling="truncated", tis_cap=3.0)
     assert config.update_settings() == UpdateSettings(
-        eps_low=0.1, eps_high=0.3, aggregation="dr_grpo", max_new_tokens=7, ppo_epochs=3, micro_batch_size=2,
-        max_grad_norm=0.5, kl_coef=0.01, drop_degenerate=True, truncated_is=True, tis_cap=3.0)
+        eps_low=0.1, eps_high=0.3, aggregation="dr_grpo", ppo_epochs=3, micro_batch_size=2,
+        max_grad_norm=0.5, kl_coef=0.01, drop_degenerate=True, importance_sampling="truncated", tis_cap=3.0)
+    # auto is decided by the backend: the trained model samples itself, so there is nothing to correct
+    assert TrainConfig.from_flat(model="m").update_settings().importance_sampling == "none"
+    assert TrainConfig.from_flat(model="m", generation_backend="vllm").update_settings().importance_sampling \
+        == "truncated"
 
 
 def test_the_gradient_clip_is_configurable_and_honoured(tiny_model_dir):
@@ -190,9 +194,9 @@ def test_trainer_and_mgrpo_make_the_same_update_from_the_same_samples(toy, tiny_
     shared = {"model": str(tiny_model_dir), "lr": 5e-2, "eps_low": 0.1, "eps_high": 0.15, "max_grad_norm": 0.05,
               "ppo_epochs": 2, "micro_batch_size": 3, "max_new_tokens": 6, "aggregation": "sequence_mean",
               "device": "cpu"}
-    trainer = Trainer(TrainConfig(env=toy, run_dir=str(tmp_path / "at_grpo"), progress=False, tensorboard=False,
-                                  eval_every=0, **shared))
-    mgrpo = RolePolicy(MGRPOConfig(**shared), ["first"], "main", str(tiny_model_dir))
+    trainer = Trainer(TrainConfig.from_flat(env=toy, run_dir=str(tmp_path / "at_grpo"), progress=False,
+                                            tensorboard=False, eval_every=0, **shared))
+    mgrpo = RolePolicy(MGRPOConfig.from_flat(**shared), ["first"], "main", str(tiny_model_dir))
     samples = make_samples(trainer.policies)
     samples[1] = dataclasses.replace(samples[1], advantage=0.0, degenerate=True)  # dropped by both
     trainer_samples = [Sample(problem=0, branch=i, agent="first", turn=0, messages=[], completion=s.completion,

@@ -116,7 +116,8 @@ def test_config_yaml_then_cli_overrides(tmp_path):
     path.write_text("model: some/dir\nn_samples: 6\nenv_kwargs: {max_turns: 2}\nlora: true\n")
     cfg = load_config(["--config", str(path), "--n-samples", "3", "--resume", "--kl-coef", "0.1",
                        "--policy-map", "{tool: a, planner: b}"])
-    assert (cfg.model, cfg.n_samples, cfg.env_kwargs, cfg.lora, cfg.resume, cfg.kl_coef) == (
+    assert (cfg.model.model, cfg.rollout.n_samples, cfg.task.env_kwargs, cfg.model.lora, cfg.run.resume,
+            cfg.update.kl_coef) == (
         "some/dir", 3, {"max_turns": 2}, True, True, 0.1)
     assert cfg.policy_for_roles(["tool", "planner"]) == {"tool": "a", "planner": "b"}
     with pytest.raises(ConfigError, match=r"'aggregation': got 'sum'.*token_mean, sequence_mean, dr_grpo"):
@@ -130,19 +131,19 @@ def test_config_yaml_then_cli_overrides(tmp_path):
 
 
 def test_regimes_map_roles_to_policies():
-    assert TrainConfig(model="m").policy_for_roles(["a", "b"]) == {"a": "shared", "b": "shared"}
-    assert TrainConfig(model="m", regime="per_role").policy_for_roles(["a", "b"]) == {"a": "a", "b": "b"}
+    assert TrainConfig.from_flat(model="m").policy_for_roles(["a", "b"]) == {"a": "shared", "b": "shared"}
+    assert TrainConfig.from_flat(model="m", regime="per_role").policy_for_roles(["a", "b"]) == {"a": "a", "b": "b"}
     with pytest.raises(ValueError, match="no entry"):
-        TrainConfig(model="m", policy_map={"a": "x"}).policy_for_roles(["a", "b"])
+        TrainConfig.from_flat(model="m", policy_map={"a": "x"}).policy_for_roles(["a", "b"])
 
 
 def test_the_vllm_backend_takes_every_regime_and_only_known_backends_are_accepted():
     from trainers.algorithms.atgrpo.config import TrainConfig
 
-    TrainConfig(model="m", generation_backend="vllm", regime="per_role").validate()
+    TrainConfig.from_flat(model="m", generation_backend="vllm", regime="per_role").validate()
     with pytest.raises(ValueError, match="generation_backend"):
-        TrainConfig(model="m", generation_backend="tgi").validate()
-    TrainConfig(model="m", generation_backend="vllm").validate()
+        TrainConfig.from_flat(model="m", generation_backend="tgi").validate()
+    TrainConfig.from_flat(model="m", generation_backend="vllm").validate()
 
 
 def test_truncated_is_weights_by_hand():

@@ -89,7 +89,7 @@ def test_the_config_can_switch_the_shared_path_off(tiny_model_dir, monkeypatch):
     monkeypatch.setattr(scoring, "completion_states", lambda *args: calls.append(args) or shared_states(*args))
     shared_calls = {}
     for flag in (True, False):
-        spec = TrainConfig(model=str(tiny_model_dir), device="cpu", shared_prefix=flag).model_spec()
+        spec = TrainConfig.from_flat(model=str(tiny_model_dir), device="cpu", shared_prefix=flag).model
         assert spec.shared_prefix is flag
         policies = PolicySet(spec, {"assistant": "shared"})
         before = len(calls)

@@ -42,8 +42,8 @@ def rows() -> tuple[list[list[int]], list[list[int]]]:
 
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_shared_prompt_scoring_equals_plain_per_row_scoring(tiny_model_dir, lora):
-    config = TrainConfig(model=str(tiny_model_dir), temperature=0.7, lora=lora)
-    policies = PolicySet(config.model_spec(), config.policy_for_roles(["first"]))
+    config = TrainConfig.from_flat(model=str(tiny_model_dir), temperature=0.7, lora=lora)
+    policies = PolicySet(config.model, config.policy_for_roles(["first"]))
     params = policies.parameters("shared")
     prompts, completions = rows()
     advantages = torch.linspace(-1.0, 1.0, len(prompts))
@@ -63,8 +63,8 @@ def test_shared_prompt_scoring_equals_plain_per_row_scoring(tiny_model_dir, lora
 
 
 def test_generation_logprobs_match_plain_scoring_and_are_seeded(tiny_model_dir):
-    config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=6)
-    policies = PolicySet(config.model_spec(), config.policy_for_roles(["first"]))
+    config = TrainConfig.from_flat(model=str(tiny_model_dir), max_new_tokens=6)
+    policies = PolicySet(config.model, config.policy_for_roles(["first"]))
     prompts = [list(range(3, 20)), list(range(30, 40))]  # different lengths: the padded path
     torch.manual_seed(1)
     generations = generate(policies, "shared", prompts, 3)
@@ -154,9 +154,9 @@ def test_generation_stops_and_masks_on_the_generation_configs_end_of_turn_ids(tm
 # ------------------------------------------------------------------ master weights under bf16 compute
 def one_step(model_dir, dtype: str, lora: bool) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], PolicySet]:
     """Weights before and after one AdamW step (lr 1e-6) of a policy-gradient loss."""
-    config = TrainConfig(model=str(model_dir), dtype=dtype, lora=lora, lr=1e-6, device="cpu",
+    config = TrainConfig.from_flat(model=str(model_dir), dtype=dtype, lora=lora, lr=1e-6, device="cpu",
                          lora_r=4, lora_alpha=8)
-    policies = PolicySet(config.model_spec(), config.policy_for_roles(["first"]))
+    policies = PolicySet(config.model, config.policy_for_roles(["first"]))
     if lora:  # PEFT starts B at 0: give the adapters a non-trivial starting point, the same in both runs
         generator = torch.Generator().manual_seed(0)
         for p in policies.parameters("shared"):
@@ -225,7 +225,7 @@ def score_with_probes(config: TrainConfig) -> tuple[torch.Tensor, tuple[torch.Te
     prompts, completions = rows()
     advantages = torch.linspace(-1.0, 1.0, len(prompts))
     torch.manual_seed(0)  # the same LoRA initialisation in every run
-    policies = PolicySet(config.model_spec(), config.policy_for_roles(["first"]))
+    policies = PolicySet(config.model, config.policy_for_roles(["first"]))
     head_rows: list[int] = []
     layer_calls: list[int] = []
     with policies.active("shared") as model:
@@ -246,9 +246,9 @@ def score_with_probes(config: TrainConfig) -> tuple[torch.Tensor, tuple[torch.Te
 @pytest.mark.parametrize("checkpointing", [False, True], ids=["cached", "checkpointed"])
 def test_chunked_scoring_equals_full_scoring_and_never_holds_all_logits(tiny_model_dir, lora, checkpointing):
     base = {"model": str(tiny_model_dir), "temperature": 0.7, "lora": lora}
-    full, full_grads, _, full_calls = score_with_probes(TrainConfig(**base, logprob_chunk_size=0))
+    full, full_grads, _, full_calls = score_with_probes(TrainConfig.from_flat(**base, logprob_chunk_size=0))
     chunked, chunked_grads, head_rows, calls = score_with_probes(
-        TrainConfig(**base, logprob_chunk_size=3, gradient_checkpointing=checkpointing))
+        TrainConfig.from_flat(**base, logprob_chunk_size=3, gradient_checkpointing=checkpointing))
     assert torch.allclose(chunked, full, atol=1e-5)
     for a, b in zip(chunked_grads, full_grads, strict=True):
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
@@ -263,7 +263,7 @@ def test_trainer_marks_and_dumps_the_samples_whose_prompt_was_cut(tiny_model_dir
     from trainers.algorithms.atgrpo.train import Trainer
 
     def run(max_prompt_tokens: int, run_dir) -> list[dict]:
-        config = TrainConfig(env="plan_path_v0", model=str(tiny_model_dir), run_dir=str(run_dir), steps=1,
+        config = TrainConfig.from_flat(env="plan_path_v0", model=str(tiny_model_dir), run_dir=str(run_dir), steps=1,
                              max_prompt_tokens=max_prompt_tokens, max_new_tokens=2, problems_per_step=1, n_samples=2,
                              env_kwargs={"max_turns": 1}, dump_samples=str(run_dir / "samples.jsonl"), eval_every=0,
                              progress=False, tensorboard=False, checkpoint_every=0)

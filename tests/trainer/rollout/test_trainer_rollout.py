@@ -179,8 +179,8 @@ def test_tree_rollout_with_the_tiny_llm(toy, tiny_model_dir):
     from trainers.models.policy_set import PolicySet
 
     torch.manual_seed(0)
-    config = TrainConfig(model=str(tiny_model_dir), max_new_tokens=4, env=TOY)
-    policies = PolicySet(config.model_spec(), config.policy_for_roles(["first", "second"]))
+    config = TrainConfig.from_flat(model=str(tiny_model_dir), max_new_tokens=4, env=TOY)
+    policies = PolicySet(config.model, config.policy_for_roles(["first", "second"]))
 
     def sampler(agent, prompts, n):
         ids = [policies.encode_prompt(m)[1] for m in prompts]

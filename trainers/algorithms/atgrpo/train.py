@@ -48,7 +48,7 @@ from trainers.harness.run_dir import (
     start_logs,
 )
 from trainers.harness.run_dir import interruption_note as harness_interruption_note
-from trainers.harness.run_history import check_resume, config_json, record_start
+from trainers.harness.run_history import check_resume, record_start
 from trainers.learning.metrics import action_reward_metrics, group_metrics, update_metrics
 from trainers.learning.update import UpdateStats, ppo_update
 from trainers.maths.advantages import group_advantages, group_key
@@ -100,43 +100,45 @@ class Trainer:
     :class:`~trainers.harness.loop.TrainingLoop` runs (:meth:`run_step`, :meth:`evaluate`,
     :meth:`save_checkpoint`)."""
 
-    #: The rollout plays ``config.seats``. A trainer whose rollout is its own (first-turn
+    #: The rollout plays ``config.rollout.seats``. A trainer whose rollout is its own (first-turn
     #: rollouts, envs on Ray actors) says False and refuses seats.
     plays_seats: ClassVar[bool] = True
 
     def __init__(self, config: TrainConfig) -> None:
         config.validate()
         self.config = config
-        self.run_dir = Path(config.run_dir)
+        self.run_dir = Path(config.run.run_dir)
         # before any work; the dir itself is made once setup succeeded
-        check_run_dir(self.run_dir, resume=config.resume, overwrite=config.overwrite, dump_samples=config.dump_samples)
-        changed_on_resume = check_resume(self.run_dir, config_json(config), resume=config.resume)
+        check_run_dir(self.run_dir, resume=config.run.resume, overwrite=config.run.overwrite,
+                      dump_samples=config.output.dump_samples)
+        changed_on_resume = check_resume(self.run_dir, config, resume=config.run.resume)
         probe = self.make_env()
         self.roles = list(probe.possible_agents)
         probe.close()
         self.seats = self.make_seats()
-        self.trained_roles = [r for r in self.roles if r not in config.seats]
-        seed_everything(config.seed)
+        self.trained_roles = [r for r in self.roles if r not in config.rollout.seats]
+        seed_everything(config.run.seed)
         self.step = 0
-        self.checkpoints = Checkpoints(self.run_dir / CHECKPOINTS, config.keep_checkpoints)
-        checkpoint = self.checkpoints.latest() if config.resume else None
+        self.checkpoints = Checkpoints(self.run_dir / CHECKPOINTS, config.run.keep_checkpoints)
+        checkpoint = self.checkpoints.latest() if config.run.resume else None
         self.policies = self.make_policies(checkpoint / "policies" if checkpoint else None)
-        self.request_seeds = RequestSeeds(config.seed)
+        self.request_seeds = RequestSeeds(config.run.seed)
         if checkpoint is not None:
             state = restore_training_state(checkpoint, [self.policies])
             self.step = state["step"]
             self.request_seeds.load_state_dict(state["request_seeds"])
-        logs = [self.run_dir / METRICS] + ([Path(config.dump_samples)] if config.dump_samples else [])
-        start_logs(self.run_dir, logs, resume=config.resume, overwrite=config.overwrite, step=self.step)
+        logs = [self.run_dir / METRICS] + ([Path(config.output.dump_samples)] if config.output.dump_samples else [])
+        start_logs(self.run_dir, logs, resume=config.run.resume, overwrite=config.run.overwrite, step=self.step)
         self.generator = self.make_generator(checkpoint)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.chosen = generation_choices(config)
-        record_start(self.run_dir, config_json(config), resume=config.resume, step=self.step, to_step=config.steps,
+        record_start(self.run_dir, config, resume=config.run.resume, step=self.step, to_step=config.run.steps,
                      changed=changed_on_resume, chosen=self.chosen)
         self.tensorboard = self._tensorboard()
         self.samples: list[Sample] = []  # the last step's, for the log
-        self.loop = TrainingLoop(self, Schedule(config.steps, config.eval_every, config.checkpoint_every),
-                                 profile=StepProfile(self.run_dir, config.profile, resume=config.resume),
+        schedule = Schedule(config.run.steps, config.evaluation.eval_every, config.run.checkpoint_every)
+        self.loop = TrainingLoop(self, schedule,
+                                 profile=StepProfile(self.run_dir, config.run.profile, resume=config.run.resume),
                                  log=lambda metrics: self.log(metrics, self.samples), progress_fields=progress_fields)
 
     # ------------------------------------------------------------------ setup
@@ -144,19 +146,21 @@ class Trainer:
     # distributed trainer (trainers.distributed.trainer) puts them on Ray actors.
     def make_policies(self, init_dir: Path | None) -> PolicySet:
         """The run's policies, from ``init_dir`` (a checkpoint's ``policies/``) when resuming."""
-        return PolicySet(self.config.model_spec(), self.config.policy_for_roles(self.trained_roles), init_dir=init_dir)
+        return PolicySet(self.config.model, self.config.policy_for_roles(self.trained_roles), init_dir=init_dir,
+                         reference=self.config.update.kl_coef > 0)
 
     def make_seats(self) -> TrainerSeats | None:
-        """The seats of ``config.seats`` (:mod:`trainers.rollout.seated`), checked; None without seats.
+        """The seats of ``config.rollout.seats`` (:mod:`trainers.rollout.seated`), checked; None without seats.
         A trainer whose rollout plays no seats (``plays_seats``) refuses them."""
-        if not self.config.seats:
+        if not self.config.rollout.seats:
             return None
         if not self.plays_seats:
             raise ConfigError(f"seats: {type(self).__name__} has a rollout of its own that plays no seats; "
                               "train with seats through pettingllm train")
         try:
-            return TrainerSeats.checked(self.config.seats, self.config.env, self.roles, self.config.policy_map,
-                                        max_tokens=self.config.max_new_tokens)
+            config = self.config
+            return TrainerSeats.checked(config.rollout.seats, config.task.env, self.roles, config.rollout.policy_map,
+                                        max_tokens=config.model.max_new_tokens)
         except ValueError as error:
             raise ConfigError(str(error)) from None
 
@@ -166,14 +170,14 @@ class Trainer:
 
     def tree_states(self, problems: Sequence[int]) -> TreeStates:
         """Where a tree rollout's live states are held: here, one env per problem."""
-        return LocalTree(self.make_env, problems, self.config.split)
+        return LocalTree(self.make_env, problems, self.config.task.split)
 
     def make_env(self) -> Any:
-        kwargs = dict(self.config.env_kwargs)
-        return pettingllm_envs.make(self.config.env, **kwargs)
+        kwargs = dict(self.config.task.env_kwargs)
+        return pettingllm_envs.make(self.config.task.env, **kwargs)
 
     def _tensorboard(self) -> Any:
-        if not self.config.tensorboard:
+        if not self.config.output.tensorboard:
             return None
         try:
             from torch.utils.tensorboard import SummaryWriter
@@ -196,20 +200,19 @@ class Trainer:
     # ------------------------------------------------------------------- step
     def rollout(self, step: int) -> RolloutResult:
         cfg = self.config
-        problems = [step * cfg.problems_per_step + j for j in range(cfg.problems_per_step)]
+        problems = [step * cfg.rollout.problems_per_step + j for j in range(cfg.rollout.problems_per_step)]
         self.request_seeds.begin("train", step)
-        seat_seed = derive_seed(cfg.seed, "seats", step)  # the seeded seats' draws, per step: resume stays exact
-        if cfg.rollout == "tree":
+        seat_seed = derive_seed(cfg.run.seed, "seats", step)  # the seeded seats' draws, per step: resume stays exact
+        n, selection = cfg.rollout.n_samples, cfg.rollout.selection
+        if cfg.rollout.rollout == "tree":
             # A per-step RNG for random selection: independent of everything else, so resume is exact.
-            rng = random.Random(derive_seed(cfg.seed, "selection", step))
+            rng = random.Random(derive_seed(cfg.run.seed, "selection", step))
             if self.seats is not None:
-                return seated_tree_rollout(self.make_env, problems, cfg.n_samples, self.sampler,
-                                           self.seats.policies(seat_seed), split=cfg.split, selection=cfg.selection,
-                                           rng=rng)
-            return drive_tree(self.tree_states(problems), cfg.n_samples, self.sampler, selection=cfg.selection, rng=rng)
+                return seated_tree_rollout(self.make_env, problems, n, self.sampler, self.seats.policies(seat_seed),
+                                           split=cfg.task.split, selection=selection, rng=rng)
+            return drive_tree(self.tree_states(problems), n, self.sampler, selection=selection, rng=rng)
         advance = None if self.seats is None else self.seats.advance(seat_seed)
-        return independent_rollout(self.make_env, problems, cfg.n_samples, self.sampler, split=cfg.split,
-                                   advance=advance)
+        return independent_rollout(self.make_env, problems, n, self.sampler, split=cfg.task.split, advance=advance)
 
     def evaluate(self, step: int | None = None) -> dict[str, float]:
         """The current policy after step ``step`` (default: the steps run so far) on ``eval_problems``
@@ -219,11 +222,11 @@ class Trainer:
         cfg = self.config
         step = self.step if step is None else step
         self.request_seeds.begin("eval", step)
-        with isolated_rng(derive_seed(cfg.seed, "eval", step)), torch.no_grad():
-            result = independent_rollout(self.make_env, list(range(cfg.eval_problems)), 1, self.sampler,
-                                         split=cfg.eval_split,
+        with isolated_rng(derive_seed(cfg.run.seed, "eval", step)), torch.no_grad():
+            result = independent_rollout(self.make_env, list(range(cfg.evaluation.eval_problems)), 1, self.sampler,
+                                         split=cfg.evaluation.eval_split,
                                          advance=None if self.seats is None else
-                                         self.seats.advance(derive_seed(cfg.seed, "eval-seats", step)))
+                                         self.seats.advance(derive_seed(cfg.run.seed, "eval-seats", step)))
         return evaluation_metrics(result.successes, result.returns, self.roles)
 
     def train_step(self) -> dict[str, float]:
@@ -238,9 +241,9 @@ class Trainer:
         result = timed_rollout(lambda: self.rollout(step - 1))
         samples = result.samples
         for s in samples:
-            s.group = group_key(s.problem, s.agent, s.turn, cfg.group_by)
+            s.group = group_key(s.problem, s.agent, s.turn, cfg.rollout.group_by)
         advantages, degenerate, stats = group_advantages([s.reward for s in samples], [s.group for s in samples],
-                                                         normalize=cfg.normalize, eps=cfg.adv_eps)
+                                                         normalize=cfg.update.normalize, eps=cfg.update.adv_eps)
         for s, adv, deg in zip(samples, advantages, degenerate, strict=True):
             s.advantage, s.degenerate = adv, deg
         update_start = time.perf_counter()
@@ -293,8 +296,8 @@ class Trainer:
                 if key != "step":
                     self.tensorboard.add_scalar(key, value, self.step)
             self.tensorboard.flush()
-        if self.config.dump_samples:
-            path = Path(self.config.dump_samples)
+        if self.config.output.dump_samples:
+            path = Path(self.config.output.dump_samples)
             path.parent.mkdir(parents=True, exist_ok=True)
             decode = self.policies.tokenizer.decode
             with open(path, "a") as f:
@@ -323,9 +326,9 @@ class Trainer:
 
     # -------------------------------------------------------------------- loop
     def train(self, on_step: Callable[[dict[str, float]], None] | None = None) -> list[dict[str, float]]:
-        """Run until ``config.steps`` (:class:`~trainers.harness.loop.TrainingLoop`); checkpoint every
+        """Run until ``config.run.steps`` (:class:`~trainers.harness.loop.TrainingLoop`); checkpoint every
         ``checkpoint_every`` steps and at the end."""
-        progress = Progress(self.config.progress, total=self.config.steps, initial=self.step, desc="AT-GRPO")
+        progress = Progress(self.config.output.progress, total=self.config.run.steps, initial=self.step, desc="AT-GRPO")
         history = self.loop.run(self.step, progress=progress, on_step=on_step)
         if self.tensorboard is not None:
             self.tensorboard.close()
@@ -340,22 +343,23 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``pettingllm train [--config FILE.yaml] [--field VALUE ...]``."""
     config = load_run_config(argv)
-    check_env_config(config.env, config.env_kwargs)
-    check_model(config.model)
+    check_env_config(config.task.env, config.task.env_kwargs)
+    check_model(config.model.model)
     return run(Trainer(config), "train")
 
 
 def interruption_note(trainer: Trainer, command: str) -> str:
     """:func:`trainers.harness.run_dir.interruption_note` for ``trainer``'s run."""
-    return harness_interruption_note(trainer.latest_checkpoint(), step=trainer.step, steps=trainer.config.steps,
+    return harness_interruption_note(trainer.latest_checkpoint(), step=trainer.step, steps=trainer.config.run.steps,
                                      run_dir=trainer.run_dir, command=command)
 
 
 def run(trainer: Trainer, command: str, layout: str = "") -> int:
     """Train to the last step with the command's first and last lines on stderr (``layout``:
     what the first line adds, e.g. where the distributed trainer's actors are)."""
-    seats = f"seats={trainer.config.seats} " if trainer.config.seats else ""  # played, not trained
-    print(f"[{command}] env={trainer.config.env} roles={trainer.roles} {seats}{trainer.policies.describe()} {layout}"
+    seats = f"seats={trainer.config.rollout.seats} " if trainer.config.rollout.seats else ""  # played, not trained
+    print(f"[{command}] env={trainer.config.task.env} roles={trainer.roles} {seats}{trainer.policies.describe()} "
+          f"{layout}"
           f"run_dir={trainer.run_dir} from step {trainer.step}", file=sys.stderr)
     try:
         history = trainer.train()

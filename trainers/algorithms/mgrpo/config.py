@@ -1,12 +1,12 @@
-"""M-GRPO's configuration: :class:`MGRPOConfig`, built on the trainers' config machinery.
+"""M-GRPO's configuration: :class:`MGRPOConfig`, a tree of sections (:mod:`trainers.harness.config_tree`).
 
-The fields every trainer shares (the task, the policies, sampling, advantages, the PPO loss
-and update, the run) are :class:`trainers.algorithms.atgrpo.config.PolicyConfig`'s, so M-GRPO reads
-``eps_low``, ``max_grad_norm``, ``kl_coef``... exactly as AT-GRPO does and feeds the same
-update (:mod:`trainers.learning.update`). The fields below are M-GRPO's own. A config loads from YAML
-(``--config run.yaml``) and the command line (``pettingllm train-mgrpo --help``) with the same
-coercion, range checks and one-line errors as ``pettingllm train``
-(:func:`trainers.algorithms.atgrpo.field_checks.check_field`). Defaults fit a CPU smoke run with the tiny model.
+The sections every trainer shares (``task``, ``model``, ``update``, ``evaluation``, ``run``) are
+the ones AT-GRPO's config holds, with M-GRPO's defaults, so M-GRPO reads ``eps_low``,
+``max_grad_norm``, ``kl_coef``... exactly as AT-GRPO does and feeds the same update
+(:mod:`trainers.learning.update`). :class:`MGRPOSettings` holds M-GRPO's own. A config loads
+from YAML (``--config run.yaml``) and the command line (``pettingllm train-mgrpo --help``) with
+the same coercion, range checks and one-line errors as ``pettingllm train``
+(:func:`trainers.harness.fields.check_field`). Defaults fit a CPU smoke run with the tiny model.
 
 References cited below:
 
@@ -20,54 +20,27 @@ References cited below:
 from __future__ import annotations
 
 import typing
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Literal
 
-from trainers.algorithms.atgrpo.config import BOUNDS, PolicyConfig
-from trainers.algorithms.atgrpo.field_checks import Bound
 from trainers.algorithms.mgrpo.alignment import Trim
+from trainers.harness.config_tree import ConfigTree
 from trainers.harness.errors import ConfigError
+from trainers.harness.fields import Bound
+from trainers.harness.sections import BOUNDS as SHARED_BOUNDS
+from trainers.harness.sections import EvaluationConfig, RunConfig, TaskConfig
+from trainers.learning.settings import UpdateSettings, resolved
+from trainers.models.spec import ModelSpec
 
 Mode = Literal["mgrpo", "frozen_sub", "single"]
 #: Every mode, in the order of :data:`Mode` (the one list of them).
 MODES: tuple[Mode, ...] = typing.get_args(Mode)
 
 
-@dataclass
-class MGRPOConfig(PolicyConfig):
-    """An M-GRPO run (docs/design.md §6): :class:`~trainers.algorithms.atgrpo.config.PolicyConfig`'s fields with
-    M-GRPO's defaults for ``env``, ``steps`` and ``run_dir``, plus the fields below."""
-
-    env: str = "research_v0"
-    """Registered env id of an env that declares the
-    :class:`~pettingllm_envs.capabilities.Delegation` capability: which role delegates (the main
-    agent), which serves (the sub-agent), which delegation a sub action belongs to and what each
-    delegation earned (``research_v0`` does). Checked when a run starts, before a model loads."""
-    steps: int = 2
-    """Training steps: one rollout of every question, then one update per trained policy."""
-    run_dir: str = "runs/mgrpo"
-    """Where ``config.json``, ``history.jsonl``, ``metrics.jsonl``, the checkpoints and (by default)
-    the SQLite store go (:mod:`trainers.harness.run_dir`)."""
-    checkpoint_every: int = 50
-    """Write a checkpoint every K steps (and after the last step); 0: only after the last step.
-    Each side of a two-process run checkpoints its own policy at the same steps."""
-    keep_checkpoints: int = 2
-    """Most recent checkpoints kept on disk (per side)."""
-    resume: bool = False
-    """Continue the run in ``run_dir`` from its latest checkpoint exactly as if never stopped
-    (the saved config is restored and checked: :mod:`trainers.harness.run_history`)."""
-    overwrite: bool = False
-    """Delete what an earlier run left in ``run_dir`` and start again. Without this or ``resume``
-    a run dir that holds a run is refused."""
-    eval_every: int = 0
-    """Evaluate the current policies every K steps and after the last step
-    (:mod:`trainers.algorithms.mgrpo.evaluation`); 0: never (the default, for quick runs)."""
-    eval_problems: int = 32
-    """Held-out questions per evaluation: ids 0 .. K-1 of ``eval_split``, one rollout each."""
-    eval_split: str = "test"
-    """Split the evaluation questions come from: held out from ``split``."""
+@dataclass(frozen=True)
+class MGRPOSettings:
+    """What M-GRPO trains, how its groups are formed and how its two sides meet."""
 
     # ----------------------------------------------------------- what is trained
     mode: Mode = "mgrpo"
@@ -117,28 +90,48 @@ class MGRPOConfig(PolicyConfig):
     the main side) leaves its thread count alone: it is process-wide state (``OMP_NUM_THREADS``
     sets it)."""
 
-    bounds: ClassVar[Mapping[str, Bound]] = {
-        **PolicyConfig.bounds,
-        "questions_per_step": Bound(1),
-        "rollouts": Bound(2),  # a group of one rollout is degenerate by definition: nothing would train
-        "d_max": Bound(1),
-        "timeout_s": Bound(0, low_open=True),
-        "threads": Bound(1),
-        "checkpoint_every": BOUNDS["checkpoint_every"],
-        "keep_checkpoints": BOUNDS["keep_checkpoints"],
-        "eval_every": BOUNDS["eval_every"],
-        "eval_problems": BOUNDS["eval_problems"],
-    }
+
+
+@dataclass
+class MGRPOConfig(ConfigTree):
+    """An M-GRPO run (docs/design.md §6), section by section: the shared sections with M-GRPO's
+    defaults (the ``research_v0`` task, 2 steps, no evaluation) and :class:`MGRPOSettings`. The
+    env must declare the :class:`~pettingllm_envs.capabilities.Delegation` capability: which role
+    delegates (the main agent), which serves (the sub-agent), which delegation a sub action belongs
+    to and what each delegation earned (``research_v0`` does); checked when a run starts, before
+    a model loads. Each side of a two-process run checkpoints its own policy at the same steps."""
+
+    task: TaskConfig = field(default_factory=lambda: TaskConfig(env="research_v0"))
+    model: ModelSpec = field(default_factory=ModelSpec)
+    update: UpdateSettings = field(default_factory=UpdateSettings)
+    evaluation: EvaluationConfig = field(default_factory=lambda: EvaluationConfig(eval_every=0))
+    run: RunConfig = field(default_factory=lambda: RunConfig(steps=2, run_dir="runs/mgrpo"))
+    mgrpo: MGRPOSettings = field(default_factory=MGRPOSettings)
 
     def validate(self) -> None:
-        """Coerce and check every field (:meth:`~trainers.algorithms.atgrpo.config.PolicyConfig.check_fields`);
-        raises :class:`~trainers.harness.errors.ConfigError`, one line naming the field and what is allowed."""
+        """Coerce and check every setting (:meth:`~trainers.harness.config_tree.ConfigTree.check_fields`);
+        raises :class:`~trainers.harness.errors.ConfigError`, one line naming the setting and what is allowed."""
         self.check_fields()
-        if not self.model:
+        if not self.model.model:
             raise ConfigError("model is required: a local model directory (pettingllm tiny-model DIR) or a hub id")
 
+    def update_settings(self) -> UpdateSettings:
+        """The ``update`` section as the update takes it: M-GRPO samples with the trained model
+        itself, so ``importance_sampling: auto`` is ``none``."""
+        return resolved(self.update, exact_logprobs=True)
+
     def store_url(self) -> str:
-        return self.store or str(Path(self.run_dir) / "store.db")
+        return self.mgrpo.store or str(Path(self.run.run_dir) / "store.db")
 
 
-__all__ = ["MODES", "MGRPOConfig", "Mode"]
+MGRPOConfig.set_bounds({
+    **SHARED_BOUNDS,
+    "questions_per_step": Bound(1),
+    "rollouts": Bound(2),  # a group of one rollout is degenerate by definition: nothing would train
+    "d_max": Bound(1),
+    "timeout_s": Bound(0, low_open=True),
+    "threads": Bound(1),
+})
+
+
+__all__ = ["MODES", "MGRPOConfig", "MGRPOSettings", "Mode"]

@@ -34,7 +34,7 @@ from trainers.maths.seeding import derive_seed, isolated_rng
 
 def due(cfg: MGRPOConfig, step: int) -> bool:
     """Whether the run evaluates after step ``step`` (1-based)."""
-    return evaluation_due(step, every=cfg.eval_every, last=cfg.steps)
+    return evaluation_due(step, every=cfg.evaluation.eval_every, last=cfg.run.steps)
 
 
 def eval_prefix(step: int) -> str:
@@ -45,7 +45,7 @@ def eval_prefix(step: int) -> str:
 @contextmanager
 def evaluation_stream(cfg: MGRPOConfig, side: str, step: int) -> Iterator[None]:
     """Sample without gradients in the side's own RNG stream for the evaluation after ``step``."""
-    with isolated_rng(derive_seed(cfg.seed, "eval", side, step)), torch.no_grad():
+    with isolated_rng(derive_seed(cfg.run.seed, "eval", side, step)), torch.no_grad():
         yield
 
 
@@ -62,9 +62,9 @@ def evaluate(cfg: MGRPOConfig, samplers: Mapping[str, RoleSampler], delegation: 
              step: int) -> dict[str, float]:
     """The held-out evaluation after step ``step`` (module docstring) with the side's samplers."""
     with evaluation_stream(cfg, side, step):
-        rollout = hierarchical_rollout(lambda: pettingllm_envs.make(cfg.env, **cfg.env_kwargs),
-                                       list(range(cfg.eval_problems)), 1, samplers, delegation=delegation,
-                                       split=cfg.eval_split)
+        rollout = hierarchical_rollout(lambda: pettingllm_envs.make(cfg.task.env, **cfg.task.env_kwargs),
+                                       list(range(cfg.evaluation.eval_problems)), 1, samplers, delegation=delegation,
+                                       split=cfg.evaluation.eval_split)
     return episode_metrics(rollout, [delegation.manager, delegation.worker])
 
 

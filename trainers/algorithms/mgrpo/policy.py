@@ -45,19 +45,20 @@ class RolePolicy:
                  checkpoint: Path | None = None) -> None:
         """``checkpoint``: the checkpoint a resumed run starts from (its ``policies/<name>``)."""
         self.cfg, self.name = cfg, name
-        self.policies = PolicySet(dataclasses.replace(cfg.model_spec(), model=model), dict.fromkeys(roles, name),
-                                  init_dir=checkpoint / "policies" if checkpoint else None)
+        self.policies = PolicySet(dataclasses.replace(cfg.model, model=model), dict.fromkeys(roles, name),
+                                  init_dir=checkpoint / "policies" if checkpoint else None,
+                                  reference=cfg.update.kl_coef > 0)
         self.generator = TransformersGenerator(self.policies)  # it samples the policies' own, restored, weights
         tokenizer = self.policies.tokenizer
         self.prefill_ids = {role: list(tokenizer(text, add_special_tokens=False)["input_ids"])
-                            for role, text in cfg.prefill.items()}
+                            for role, text in cfg.mgrpo.prefill.items()}
 
     def sample(self, agent: str, prompts: Sequence[Messages], keys: Sequence[Key] = ()) -> list[Action]:
         """One action per prompt, one batched generation."""
         prefill = self.prefill_ids.get(agent, [])
         ids = [self.policies.encode_prompt(messages)[1] + prefill for messages in prompts]
         generations = self.generator.generate(self.name, ids, 1)
-        return [Action(g, self.cfg.prefill.get(agent, "") + g.text) for g in generations]
+        return [Action(g, self.cfg.mgrpo.prefill.get(agent, "") + g.text) for g in generations]
 
     def update(self, batch: Sequence[PolicySample]) -> UpdateStats:
         """The trainers' PPO update (:func:`trainers.learning.update.ppo_update`) on a level's batch."""
@@ -76,37 +77,38 @@ def env_delegation(cfg: MGRPOConfig) -> Delegation:
     ``prefill``: a run on an env without it fails here, at its start, with one message naming
     what is missing (:class:`~pettingllm_envs.capabilities.MissingCapability` or
     :class:`~trainers.harness.errors.ConfigError`), never with a ``KeyError`` after a whole rollout."""
-    declared = capability(cfg.env, Delegation)
-    env = pettingllm_envs.make(cfg.env, **cfg.env_kwargs)
+    declared = capability(cfg.task.env, Delegation)
+    env = pettingllm_envs.make(cfg.task.env, **cfg.task.env_kwargs)
     roles = list(env.possible_agents)
     env.close()
     if declared.manager == declared.worker or sorted(roles) != sorted((declared.manager, declared.worker)):
-        raise ConfigError(f"{cfg.env} declares delegation from {declared.manager!r} to {declared.worker!r}, but its "
-                          f"roles are {roles}: M-GRPO needs exactly those two roles")
-    unknown = sorted(set(cfg.prefill) - set(roles))
+        raise ConfigError(f"{cfg.task.env} declares delegation from {declared.manager!r} to {declared.worker!r}, "
+                          f"but its roles are {roles}: M-GRPO needs exactly those two roles")
+    unknown = sorted(set(cfg.mgrpo.prefill) - set(roles))
     if unknown:
-        raise ConfigError(f"config field 'prefill': roles {unknown} are not roles of {cfg.env} ({', '.join(roles)})")
+        raise ConfigError(f"config field 'prefill': roles {unknown} are not roles of {cfg.task.env} "
+                          f"({', '.join(roles)})")
     return declared
 
 
 def seed_side(cfg: MGRPOConfig, side: str) -> None:
     """Seed every global RNG for one side (``local``, ``main`` or ``sub``): each side its own stream."""
-    seed_everything(derive_seed(cfg.seed, "mgrpo", side))
+    seed_everything(derive_seed(cfg.run.seed, "mgrpo", side))
 
 
 def step_questions(cfg: MGRPOConfig, step: int) -> list[int]:
     """The train questions of step ``step`` (0-based)."""
-    return [step * cfg.questions_per_step + j for j in range(cfg.questions_per_step)]
+    return [step * cfg.mgrpo.questions_per_step + j for j in range(cfg.mgrpo.questions_per_step)]
 
 
 def alignment_seed(cfg: MGRPOConfig, step: int) -> int:
     """The seed of step ``step``'s (0-based) sub-sample alignment."""
-    return derive_seed(cfg.seed, "alignment", step)
+    return derive_seed(cfg.run.seed, "alignment", step)
 
 
 def env_maker(cfg: MGRPOConfig) -> Any:
     """A function that makes the run's env."""
-    return lambda: pettingllm_envs.make(cfg.env, **cfg.env_kwargs)
+    return lambda: pettingllm_envs.make(cfg.task.env, **cfg.task.env_kwargs)
 
 
 def sub_completions(rollout: HierarchicalRollout) -> dict[Key, list[Action]]:

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from trainers.algorithms.mgrpo.config import MGRPOConfig
 from trainers.harness.errors import ConfigError
 from trainers.harness.run_dir import CHECKPOINTS, METRICS, Checkpoints, check_run_dir, read_state, start_logs
-from trainers.harness.run_history import check_resume, config_json, record_start
+from trainers.harness.run_history import check_resume, record_start
 
 Side = Literal["local", "main", "sub"]
 Layout = Literal["local", "two_process"]
@@ -37,7 +37,7 @@ LAYOUT_ROLE: dict[Layout, str] = {"local": "local", "two_process": "both (or mai
 def store_files(cfg: MGRPOConfig) -> frozenset[str]:
     """The default SQLite store's files in the run dir: not a run of their own (the sub side of
     a two-process run may open the store before the main side starts), so kept on overwrite."""
-    if cfg.store:
+    if cfg.mgrpo.store:
         return frozenset()
     name = Path(cfg.store_url()).name
     return frozenset({name, f"{name}-wal", f"{name}-shm", f"{name}-journal"})
@@ -46,17 +46,17 @@ def store_files(cfg: MGRPOConfig) -> frozenset[str]:
 def side_checkpoints(cfg: MGRPOConfig, side: Side) -> Checkpoints:
     """A side's checkpoints; a side of a two-process run keeps at least two, so that the step
     both sides hold survives one side running a checkpoint ahead of the other."""
-    keep = cfg.keep_checkpoints if side == "local" else max(cfg.keep_checkpoints, 2)
-    return Checkpoints(Path(cfg.run_dir) / CHECKPOINTS / side, keep)
+    keep = cfg.run.keep_checkpoints if side == "local" else max(cfg.run.keep_checkpoints, 2)
+    return Checkpoints(Path(cfg.run.run_dir) / CHECKPOINTS / side, keep)
 
 
 def resume_step(cfg: MGRPOConfig, layout: Layout) -> int:
     """The step a start continues from: 0 for a new run (or a resumed one that wrote no
     checkpoint yet); on resume, the ``local`` side's latest checkpoint, or the newest step
     both sides of a two-process run hold. A run trained in the other layout is refused."""
-    if not cfg.resume:
+    if not cfg.run.resume:
         return 0
-    run_dir = Path(cfg.run_dir)
+    run_dir = Path(cfg.run.run_dir)
     for other, sides in LAYOUT_SIDES.items():
         if other != layout and any(side_checkpoints(cfg, side).steps() for side in sides):
             raise ConfigError(f"resume: the run in {str(run_dir)!r} was trained with --role {LAYOUT_ROLE[other]}, "
@@ -89,27 +89,27 @@ def open_run(cfg: MGRPOConfig, layout: Layout, *, namespace: str | None = None) 
     refused without ``resume``/``overwrite``, a resumed run's saved config is checked, and the
     step to continue from found. ``namespace``: this start's store namespace, by default one
     that both sides of a run started separately derive alike (the run id and the step)."""
-    check_run_dir(Path(cfg.run_dir), resume=cfg.resume, overwrite=cfg.overwrite, ignore=store_files(cfg))
-    changed = check_resume(Path(cfg.run_dir), config_json(cfg), resume=cfg.resume)
+    check_run_dir(Path(cfg.run.run_dir), resume=cfg.run.resume, overwrite=cfg.run.overwrite, ignore=store_files(cfg))
+    changed = check_resume(Path(cfg.run.run_dir), cfg, resume=cfg.run.resume)
     step = resume_step(cfg, layout)
-    return RunStart(step, namespace or f"{cfg.run_id}/from-{step}", changed)
+    return RunStart(step, namespace or f"{cfg.mgrpo.run_id}/from-{step}", changed)
 
 
 def fresh_namespace(cfg: MGRPOConfig) -> str:
     """A namespace no earlier start used, for a start that hands it to both sides."""
     drawn = uuid.uuid4().hex[:12]
-    return f"{cfg.run_id}/{drawn}" if cfg.run_id else drawn
+    return f"{cfg.mgrpo.run_id}/{drawn}" if cfg.mgrpo.run_id else drawn
 
 
 def commit_start(cfg: MGRPOConfig, start: RunStart) -> None:
     """Once setup has succeeded: drop the metrics logged after the step the start continues
     from (resume) or the earlier run (overwrite), then write ``config.json`` and the start's
     ``history.jsonl`` record."""
-    run_dir = Path(cfg.run_dir)
-    start_logs(run_dir, [run_dir / METRICS], resume=cfg.resume, overwrite=cfg.overwrite, step=start.step,
+    run_dir = Path(cfg.run.run_dir)
+    start_logs(run_dir, [run_dir / METRICS], resume=cfg.run.resume, overwrite=cfg.run.overwrite, step=start.step,
                keep=store_files(cfg))
     run_dir.mkdir(parents=True, exist_ok=True)
-    record_start(run_dir, config_json(cfg), resume=cfg.resume, step=start.step, to_step=cfg.steps,
+    record_start(run_dir, cfg, resume=cfg.run.resume, step=start.step, to_step=cfg.run.steps,
                  changed=start.changed)
 
 

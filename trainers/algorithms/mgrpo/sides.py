@@ -49,13 +49,13 @@ from trainers.profiling.phases import count, phase
 
 
 def schedule(cfg: MGRPOConfig) -> Schedule:
-    return Schedule(cfg.steps, cfg.eval_every, cfg.checkpoint_every)
+    return Schedule(cfg.run.steps, cfg.evaluation.eval_every, cfg.run.checkpoint_every)
 
 
 def side_loop(cfg: MGRPOConfig, parts: LocalSide | MainSide) -> TrainingLoop:
     """The trainers' loop for a side that logs the run's ``metrics.jsonl``."""
-    run_dir = Path(cfg.run_dir)
-    return TrainingLoop(parts, schedule(cfg), profile=StepProfile(run_dir, cfg.profile, resume=cfg.resume),
+    run_dir = Path(cfg.run.run_dir)
+    return TrainingLoop(parts, schedule(cfg), profile=StepProfile(run_dir, cfg.run.profile, resume=cfg.run.resume),
                         log=partial(append_jsonl, run_dir / METRICS))
 
 
@@ -66,19 +66,20 @@ def count_tokens(metrics: Metrics, updates: dict[str, UpdateStats]) -> None:
 
 # ----------------------------------------------------------------- in-process
 class LocalSide:
-    """Every policy of ``cfg.mode`` in this process (``trained``: by level, in checkpoint order)."""
+    """Every policy of ``cfg.mgrpo.mode`` in this process (``trained``: by level, in checkpoint order)."""
 
     def __init__(self, cfg: MGRPOConfig, delegation: Delegation, checkpoints: Checkpoints,
                  checkpoint: Path | None) -> None:
         self.cfg, self.delegation, self.checkpoints = cfg, delegation, checkpoints
-        if cfg.mode == "single":
+        if cfg.mgrpo.mode == "single":
             roles = [delegation.manager, delegation.worker]
-            shared = RolePolicy(cfg, roles, "shared", cfg.model, checkpoint=checkpoint)
+            shared = RolePolicy(cfg, roles, "shared", cfg.model.model, checkpoint=checkpoint)
             self.samplers = dict.fromkeys(roles, shared.sample)
             self.trained = {"shared": shared}
         else:
-            main = RolePolicy(cfg, [delegation.manager], "main", cfg.model, checkpoint=checkpoint)
-            sub = RolePolicy(cfg, [delegation.worker], "sub", cfg.sub_model or cfg.model, checkpoint=checkpoint)
+            main = RolePolicy(cfg, [delegation.manager], "main", cfg.model.model, checkpoint=checkpoint)
+            sub = RolePolicy(cfg, [delegation.worker], "sub", cfg.mgrpo.sub_model or cfg.model.model,
+                             checkpoint=checkpoint)
             self.samplers = {delegation.manager: main.sample, delegation.worker: sub.sample}
             self.trained = {"main": main, "sub": sub}
         restore_side(checkpoint, list(self.trained.values()))
@@ -86,19 +87,22 @@ class LocalSide:
     def run_step(self, step: int) -> Metrics:
         cfg = self.cfg
         rollout = timed_rollout(partial(hierarchical_rollout, env_maker(cfg), step_questions(cfg, step - 1),
-                                        cfg.rollouts, self.samplers, delegation=self.delegation, split=cfg.split))
+                                        cfg.mgrpo.rollouts, self.samplers, delegation=self.delegation,
+                                        split=cfg.task.split))
         update_start = time.perf_counter()
         levels: dict[str, BatchStats]
-        if cfg.mode == "single":
-            batch, stats = single_agent_batch(rollout.turns, rollout.outcomes, normalize=cfg.normalize,
-                                              eps=cfg.adv_eps)
+        if cfg.mgrpo.mode == "single":
+            batch, stats = single_agent_batch(rollout.turns, rollout.outcomes, normalize=cfg.update.normalize,
+                                              eps=cfg.update.adv_eps)
             levels, updates = {"shared": stats}, {"shared": self.trained["shared"].update(batch)}
         else:
-            batch, stats = main_batch(rollout.turns, rollout.outcomes, normalize=cfg.normalize, eps=cfg.adv_eps)
-            sbatch, sstats = sub_batch(sub_completions(rollout), rollout.outcomes, cfg.d_max, trim=cfg.trim,
-                                       seed=alignment_seed(cfg, step - 1), normalize=cfg.normalize, eps=cfg.adv_eps)
+            batch, stats = main_batch(rollout.turns, rollout.outcomes, normalize=cfg.update.normalize,
+                                       eps=cfg.update.adv_eps)
+            sbatch, sstats = sub_batch(sub_completions(rollout), rollout.outcomes, cfg.mgrpo.d_max, trim=cfg.mgrpo.trim,
+                                       seed=alignment_seed(cfg, step - 1), normalize=cfg.update.normalize,
+                                       eps=cfg.update.adv_eps)
             levels, updates = {"main": stats, "sub": sstats}, {"main": self.trained["main"].update(batch)}
-            if cfg.mode != "frozen_sub":
+            if cfg.mgrpo.mode != "frozen_sub":
                 updates["sub"] = self.trained["sub"].update(sbatch)
         seconds = {"generate": rollout.seconds_generate, "env": rollout.seconds_env,
                    "update": time.perf_counter() - update_start}
@@ -115,7 +119,7 @@ class LocalSide:
 
 
 def run_local(cfg: MGRPOConfig) -> list[dict[str, float]]:
-    """Train every policy of ``cfg.mode`` in this process; returns per-step metrics (also
+    """Train every policy of ``cfg.mgrpo.mode`` in this process; returns per-step metrics (also
     appended to ``run_dir/metrics.jsonl``)."""
     cfg.validate()
     delegation = env_delegation(cfg)
@@ -134,19 +138,20 @@ class MainSide:
     def __init__(self, cfg: MGRPOConfig, delegation: Delegation, checkpoints: Checkpoints, checkpoint: Path | None,
                  store: Store) -> None:
         self.cfg, self.delegation, self.checkpoints, self.store = cfg, delegation, checkpoints, store
-        self.main = RolePolicy(cfg, [delegation.manager], "main", cfg.model, checkpoint=checkpoint)
+        self.main = RolePolicy(cfg, [delegation.manager], "main", cfg.model.model, checkpoint=checkpoint)
         restore_side(checkpoint, [self.main])
 
     def run_step(self, step: int) -> Metrics:
         cfg, store = self.cfg, self.store
         prefix = str(step - 1)
         store.heartbeat("main")
-        remote = RemoteSubSampler(store, prefix, cfg.timeout_s)
+        remote = RemoteSubSampler(store, prefix, cfg.mgrpo.timeout_s)
         rollout = timed_rollout(partial(hierarchical_rollout, env_maker(cfg), step_questions(cfg, step - 1),
-                                        cfg.rollouts, {self.delegation.manager: self.main.sample,
+                                        cfg.mgrpo.rollouts, {self.delegation.manager: self.main.sample,
                                                        self.delegation.worker: remote},
-                                        delegation=self.delegation, split=cfg.split))
-        batch, stats = main_batch(rollout.turns, rollout.outcomes, normalize=cfg.normalize, eps=cfg.adv_eps)
+                                        delegation=self.delegation, split=cfg.task.split))
+        batch, stats = main_batch(rollout.turns, rollout.outcomes, normalize=cfg.update.normalize,
+                                       eps=cfg.update.adv_eps)
         records: dict[str, Any] = {f"{prefix}/outcome/{q}/{r}": o.to_json() for (q, r), o in rollout.outcomes.items()}
         records.update(remote.done_record())
         store.put_many(records)  # outcomes and "done" appear together
@@ -155,7 +160,7 @@ class MainSide:
         seconds_update = time.perf_counter() - update_start
         store.heartbeat("main")
         with phase("sub_side"):  # the sub side's update, as this side waits for it
-            side = store.get(f"{prefix}/sub_stats", timeout=cfg.timeout_s, waiting_for="sub")
+            side = store.get(f"{prefix}/sub_stats", timeout=cfg.mgrpo.timeout_s, waiting_for="sub")
         if side["update"] is not None:
             updates["sub"] = UpdateStats(**side["update"])
         seconds = {"generate": rollout.seconds_generate, "env": rollout.seconds_env,
@@ -168,7 +173,7 @@ class MainSide:
 
     def evaluate(self, step: int) -> Metrics:
         """The held-out evaluation; the sub side serves its delegations."""
-        remote = RemoteSubSampler(self.store, eval_prefix(step), self.cfg.timeout_s)
+        remote = RemoteSubSampler(self.store, eval_prefix(step), self.cfg.mgrpo.timeout_s)
         metrics = evaluate(self.cfg, {self.delegation.manager: self.main.sample, self.delegation.worker: remote},
                            self.delegation, side="main", step=step)
         self.store.put_many(remote.done_record())
@@ -206,24 +211,25 @@ def run_sub_side(cfg: MGRPOConfig, run_start: RunStart | None = None) -> None:
     delegation = env_delegation(cfg)
     if run_start is None:
         step = resume_step(cfg, "two_process")
-        run_start = RunStart(step, f"{cfg.run_id}/from-{step}")
+        run_start = RunStart(step, f"{cfg.mgrpo.run_id}/from-{step}")
     seed_side(cfg, "sub")
     checkpoints = side_checkpoints(cfg, "sub")
     checkpoint = checkpoints.at(run_start.step) if run_start.step else None
-    sub = RolePolicy(cfg, [delegation.worker], "sub", cfg.sub_model or cfg.model, checkpoint=checkpoint)
+    sub = RolePolicy(cfg, [delegation.worker], "sub", cfg.mgrpo.sub_model or cfg.model.model, checkpoint=checkpoint)
     restore_side(checkpoint, [sub])
     due = schedule(cfg)
     with open_store(cfg.store_url(), namespace=run_start.namespace) as store:
-        for step in range(run_start.step + 1, cfg.steps + 1):
+        for step in range(run_start.step + 1, cfg.run.steps + 1):
             prefix = str(step - 1)
-            completions = serve_ticks(store, prefix, delegation.worker, sub.sample, cfg.timeout_s)
-            outcomes = {(q, r): Outcome.from_json(store.get(f"{prefix}/outcome/{q}/{r}", timeout=cfg.timeout_s,
+            completions = serve_ticks(store, prefix, delegation.worker, sub.sample, cfg.mgrpo.timeout_s)
+            outcomes = {(q, r): Outcome.from_json(store.get(f"{prefix}/outcome/{q}/{r}", timeout=cfg.mgrpo.timeout_s,
                                                             waiting_for="main"))
-                        for q in step_questions(cfg, step - 1) for r in range(cfg.rollouts)}
-            batch, stats = sub_batch(completions, outcomes, cfg.d_max, trim=cfg.trim,
-                                     seed=alignment_seed(cfg, step - 1), normalize=cfg.normalize, eps=cfg.adv_eps)
+                        for q in step_questions(cfg, step - 1) for r in range(cfg.mgrpo.rollouts)}
+            batch, stats = sub_batch(completions, outcomes, cfg.mgrpo.d_max, trim=cfg.mgrpo.trim,
+                                     seed=alignment_seed(cfg, step - 1), normalize=cfg.update.normalize,
+                                       eps=cfg.update.adv_eps)
             update_start = time.perf_counter()
-            update = None if cfg.mode == "frozen_sub" else sub.update(batch)
+            update = None if cfg.mgrpo.mode == "frozen_sub" else sub.update(batch)
             if due.checkpoint_due(step):  # before the main side, which writes its own on reading
                 save_side(checkpoints, step, [sub])
             store.put_many({f"{prefix}/sub_stats": {
@@ -233,7 +239,7 @@ def run_sub_side(cfg: MGRPOConfig, run_start: RunStart | None = None) -> None:
                 "seconds_update": time.perf_counter() - update_start}})
             if due.evaluation_due(step):
                 with evaluation_stream(cfg, "sub", step):
-                    serve_ticks(store, eval_prefix(step), delegation.worker, sub.sample, cfg.timeout_s)
+                    serve_ticks(store, eval_prefix(step), delegation.worker, sub.sample, cfg.mgrpo.timeout_s)
             store.heartbeat("sub")
 
 

@@ -63,8 +63,8 @@ from trainers.harness.run_dir import METRICS, interruption_note
 
 
 def _sub_entry(config: dict[str, Any], step: int, namespace: str) -> None:
-    cfg = MGRPOConfig(**config)
-    torch.set_num_threads(cfg.threads)  # a process of its own: its thread count is ours to set
+    cfg = MGRPOConfig.from_flat(**config)
+    torch.set_num_threads(cfg.mgrpo.threads)  # a process of its own: its thread count is ours to set
     run_sub_side(cfg, RunStart(step, namespace))
 
 
@@ -72,7 +72,7 @@ def run_two_process(cfg: MGRPOConfig) -> list[dict[str, float]]:
     """M-GRPO with the sub side in a spawned process and the main side in this one; they
     meet only in the store. Raises when either side fails (the other then times out or is
     stopped)."""
-    if cfg.mode == "single":
+    if cfg.mgrpo.mode == "single":
         raise ValueError("mode 'single' has one policy: use run_local")
     cfg.validate()
     env_delegation(cfg)  # before a process is spawned
@@ -83,7 +83,7 @@ def run_two_process(cfg: MGRPOConfig) -> list[dict[str, float]]:
     child.start()
     try:
         history = run_main_side(cfg, run_start)
-        child.join(cfg.timeout_s)
+        child.join(cfg.mgrpo.timeout_s)
     finally:
         if child.is_alive():
             child.terminate()
@@ -113,10 +113,10 @@ def build_parser(prog: str = "pettingllm train-mgrpo") -> argparse.ArgumentParse
 def _interrupted(cfg: MGRPOConfig, role: str) -> str:
     """:func:`trainers.harness.run_dir.interruption_note` for an M-GRPO run (the main or local side's
     checkpoint: the step a resume continues from at most)."""
-    metrics = Path(cfg.run_dir) / METRICS
+    metrics = Path(cfg.run.run_dir) / METRICS
     logged = len(metrics.read_text().splitlines()) if metrics.exists() else 0
     checkpoint = side_checkpoints(cfg, "local" if role == "local" else "main").latest()
-    note = interruption_note(checkpoint, step=logged, steps=cfg.steps, run_dir=Path(cfg.run_dir),
+    note = interruption_note(checkpoint, step=logged, steps=cfg.run.steps, run_dir=Path(cfg.run.run_dir),
                              command="train-mgrpo")
     return note + ("" if role == "both" else f" --role {role}")
 
@@ -127,17 +127,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = vars(parser.parse_args(list(argv) if argv is not None else None))
     role = args.pop("role")
     cfg = run_config_from_args(args, prog=parser.prog, cls=MGRPOConfig)
-    check_env_config(cfg.env, cfg.env_kwargs)
+    check_env_config(cfg.task.env, cfg.task.env_kwargs)
     try:
         env_delegation(cfg)
     except MissingCapability as error:
         raise UsageError(str(error)) from error
-    check_model(cfg.model)
-    if cfg.sub_model:
-        check_model(cfg.sub_model, option="--sub-model")
-    if role in ("main", "sub") and not cfg.run_id:
+    check_model(cfg.model.model)
+    if cfg.mgrpo.sub_model:
+        check_model(cfg.mgrpo.sub_model, option="--sub-model")
+    if role in ("main", "sub") and not cfg.mgrpo.run_id:
         raise UsageError("--role main/sub needs the same --run-id on both sides")
-    if role == "both" and cfg.mode == "single":
+    if role == "both" and cfg.mgrpo.mode == "single":
         raise UsageError("--mode single has one policy, so no second process: use --role local")
     if role == "sub":
         run_sub_side(cfg)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import re
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from pettingllm_envs.commandline.options import bool_word
 from trainers.harness.errors import ConfigError
+from trainers.models.spec import DEVICE_PATTERN, DTYPES
 
 
 @dataclass(frozen=True)
@@ -59,10 +59,6 @@ def field_types(cls: type) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
-#: Floating-point formats the weights may take (``torch.<name>``).
-DTYPES = ("float32", "bfloat16", "float16")
-#: ``auto``, ``cpu``, ``mps``, ``cuda`` or ``cuda:<index>``.
-_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 #: String fields that must not be empty (``model`` has its own message in ``validate``).
 _NON_EMPTY = ("env", "split", "eval_split", "run_dir", "lora_target_modules")
 
@@ -139,12 +135,13 @@ class ValidatedConfig(BoundedConfig, Protocol):
     def validate(self) -> None: ...
 
 
-def check_field(name: str, value: Any, cls: type[BoundedConfig]) -> Any:
+def check_field(name: str, value: Any, cls: type, bounds: Mapping[str, Bound] | None = None) -> Any:
     """``value`` coerced to the type of field ``name`` of config class ``cls`` and checked
     against its range (``cls.bounds``) (pure); raises :class:`ConfigError` naming the field, the
     value and what is allowed (for a choice, the closest allowed value too). ``cls`` is any
-    config dataclass (not only a :class:`~trainers.algorithms.atgrpo.config.PolicyConfig`) whose
-    class maps each numeric field to its :class:`Bound` in ``bounds``."""
+    config dataclass; the ranges of its numeric fields come from ``bounds``, else from the
+    class's own ``bounds`` (a :class:`BoundedConfig`). A section of a config tree
+    (:mod:`trainers.harness.config_tree`) is checked against its tree's table."""
     tp = field_types(cls)[name]
     args = typing.get_args(tp)
     if typing.get_origin(tp) is Literal:
@@ -157,9 +154,10 @@ def check_field(name: str, value: Any, cls: type[BoundedConfig]) -> Any:
         return _as_bool(name, value)
     if tp in (int, float):
         number = _as_number(name, value, tp)
-        if name not in cls.bounds:
-            raise TypeError(f"numeric field {name!r} has no entry in {cls.__name__}.bounds")
-        bound = cls.bounds[name]
+        table = typing.cast("type[BoundedConfig]", cls).bounds if bounds is None else bounds
+        if name not in table:
+            raise TypeError(f"numeric field {name!r} of {cls.__name__} has no entry in its bounds")
+        bound = table[name]
         if number not in bound:
             raise _out_of_range(name, value, bound.describe(integer=tp is int))
         return number
@@ -170,7 +168,7 @@ def check_field(name: str, value: Any, cls: type[BoundedConfig]) -> Any:
             raise _fail(name, value, "a non-empty string")
         if name == "dtype" and value not in DTYPES:
             raise _fail(name, value, "one of " + ", ".join(DTYPES))
-        if name == "device" and not _DEVICE.fullmatch(value):
+        if name == "device" and not DEVICE_PATTERN.fullmatch(value):
             raise _fail(name, value, "auto, cpu, mps, cuda or cuda:<index>")
         return value
     if tp == str | None:
@@ -192,4 +190,4 @@ def check_field(name: str, value: Any, cls: type[BoundedConfig]) -> Any:
     raise TypeError(f"no check for field {name!r} of type {tp}")
 
 
-__all__ = ["DTYPES", "Bound", "BoundedConfig", "ValidatedConfig", "check_field", "field_types"]
+__all__ = ["Bound", "BoundedConfig", "ValidatedConfig", "check_field", "field_types"]
