@@ -189,7 +189,7 @@ def self_consistency(model: Path, args: argparse.Namespace) -> dict[str, Any]:
 
     torch.manual_seed(args.seeds[0])
     config = TrainConfig.from_flat(model=str(model), env="math_v0", temperature=args.temperature,
-                         max_new_tokens=args.max_new_tokens, device="cpu")
+                                   max_new_tokens=args.max_new_tokens, device="cpu")
     policies = PolicySet(config.model, config.policy_for_roles(["reasoner", "tool"]))
     report = evaluate_self_consistency(policies, "shared", lambda: pettingllm_envs.make("math_v0"),
                                        range(args.eval_problems), args.g, voting=capability("math_v0", Voting),

@@ -46,9 +46,9 @@ def run(model_dir: Path, work: Path, args: argparse.Namespace) -> dict[str, list
     for mode in MODES:
         start = time.perf_counter()
         cfg = MGRPOConfig.from_flat(model=str(model_dir), mode=mode, env_kwargs=ENV, prefill={"main": "DELEGATE: "},
-                          questions_per_step=args.questions, rollouts=args.rollouts, d_max=args.d_max,
-                          steps=args.steps, max_new_tokens=args.max_new_tokens, max_prompt_tokens=512, lr=args.lr,
-                          seed=args.seed, run_dir=str(work / mode), threads=2)
+                                    questions_per_step=args.questions, rollouts=args.rollouts, d_max=args.d_max,
+                                    steps=args.steps, max_new_tokens=args.max_new_tokens, max_prompt_tokens=512,
+                                    lr=args.lr, seed=args.seed, run_dir=str(work / mode), threads=2)
         results[mode] = run_local(cfg)
         print(f"[{mode}] {args.steps} steps in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     return results

@@ -143,11 +143,11 @@ def run_ours(task: dict[str, Any]) -> dict[str, Any]:
     env, role, n, problems = task["env"], task["role"], task["n"], task["problems"]
     other = [r for r in task["roles"] if r != role]
     config = TrainConfig.from_flat(env=env, model=task["model"], run_dir=task["scratch"] + "/ours",
-                         problems_per_step=problems, n_samples=n, max_new_tokens=task["max_new_tokens"],
-                         micro_batch_size=problems * n * 8,
-                         env_kwargs={"max_turns": task["max_turns"]}, seats=dict.fromkeys(other, "scripted"),
-                         lr=LEARNING_RATE, drop_degenerate=False, device="cpu", steps=10_000, progress=False,
-                         tensorboard=False, checkpoint_every=0, eval_every=0, seed=0)
+                                   problems_per_step=problems, n_samples=n, max_new_tokens=task["max_new_tokens"],
+                                   micro_batch_size=problems * n * 8,
+                                   env_kwargs={"max_turns": task["max_turns"]}, seats=dict.fromkeys(other, "scripted"),
+                                   lr=LEARNING_RATE, drop_degenerate=False, device="cpu", steps=10_000, progress=False,
+                                   tensorboard=False, checkpoint_every=0, eval_every=0, seed=0)
     trainer = Trainer(config)
     forwarded = [0.0]
     update_policies = trainer.update_policies

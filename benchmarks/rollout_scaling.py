@@ -82,8 +82,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         def config(run: str) -> TrainConfig:
             return TrainConfig.from_flat(env=args.env, model=str(model), run_dir=str(Path(tmp) / run), device="cpu",
-                               problems_per_step=args.problems, n_samples=args.n, max_new_tokens=args.max_new_tokens,
-                               steps=args.steps + 1, eval_every=0, progress=False, tensorboard=False)
+                                         problems_per_step=args.problems, n_samples=args.n,
+                                         max_new_tokens=args.max_new_tokens, steps=args.steps + 1, eval_every=0,
+                                         progress=False, tensorboard=False)
 
         local = Trainer(config("local"))
         layout = DistributedConfig(rollout_workers=args.rollout_workers, engines_per_policy=args.engines,

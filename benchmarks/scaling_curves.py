@@ -158,11 +158,12 @@ def measure_point(model_dir: Path, run_dir: Path, point: dict[str, int], repeats
 
     samples = point["batch"] * point["n"] * point["roles"] * point["turns"]
     config = TrainConfig.from_flat(env=ENV_ID, model=str(model_dir), run_dir=str(run_dir), device=device,
-                         env_kwargs={"roles": point["roles"], "max_turns": point["turns"],
-                                     "prompt_chars": point["prompt_chars"]},
-                         problems_per_step=point["batch"], n_samples=point["n"], max_new_tokens=MAX_NEW_TOKENS,
-                         micro_batch_size=min(samples, 64), drop_degenerate=False, steps=repeats + 1, eval_every=0,
-                         checkpoint_every=0, progress=False, tensorboard=False, lr=1e-6)
+                                   env_kwargs={"roles": point["roles"], "max_turns": point["turns"],
+                                               "prompt_chars": point["prompt_chars"]},
+                                   problems_per_step=point["batch"], n_samples=point["n"],
+                                   max_new_tokens=MAX_NEW_TOKENS, micro_batch_size=min(samples, 64),
+                                   drop_degenerate=False, steps=repeats + 1, eval_every=0,
+                                   checkpoint_every=0, progress=False, tensorboard=False, lr=1e-6)
     trainer = Trainer(config)
     trainer.policies.eos_ids = []  # every completion has max_new_tokens tokens: the work is fixed by the point
     rollouts: list[Any] = []

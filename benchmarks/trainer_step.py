@@ -98,11 +98,11 @@ def make_ours(model_dir: Path, run_dir: Path, prompts: int, n: int, tokens: int,
     pettingllm_envs.register(TOY_ENV, "toy_one_role_env")
     # One micro-batch of every sample, as TRL's per_device_train_batch_size.
     config = TrainConfig.from_flat(env=TOY_ENV, model=str(model_dir), run_dir=str(run_dir), problems_per_step=prompts,
-                         n_samples=n, max_new_tokens=tokens, micro_batch_size=prompts * n, progress=False,
-                         tensorboard=False, checkpoint_every=0, steps=steps, lr=1e-6, drop_degenerate=False,
-                         device="cpu", env_kwargs={"targets": {"first": ""}}, lora=lora, lora_r=LORA_RANK,
-                         lora_alpha=LORA_ALPHA, lora_target_modules="all-linear",
-                         eval_every=0)  # a timed step is one training step, as TRL's; no held-out evaluation
+                                   n_samples=n, max_new_tokens=tokens, micro_batch_size=prompts * n, progress=False,
+                                   tensorboard=False, checkpoint_every=0, steps=steps, lr=1e-6, drop_degenerate=False,
+                                   device="cpu", env_kwargs={"targets": {"first": ""}}, lora=lora, lora_r=LORA_RANK,
+                                   lora_alpha=LORA_ALPHA, lora_target_modules="all-linear",
+                                   eval_every=0)  # a timed step is one training step, as TRL's; no held-out evaluation
     trainer = Trainer(config)
     # Never stop at EOS, so every completion has exactly max_new_tokens tokens (TRL: min_new_tokens).
     trainer.policies.eos_ids = []
@@ -215,7 +215,7 @@ def tree_overhead(steps: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = write_tiny_model(Path(tmp) / "model")
         trainer = Trainer(TrainConfig.from_flat(model=str(model_dir), run_dir=str(Path(tmp) / "tree"), steps=steps,
-                                      progress=False, tensorboard=False, checkpoint_every=0, device="cpu"))
+                                                progress=False, tensorboard=False, checkpoint_every=0, device="cpu"))
         history = trainer.train()
     tree = sum(m["time/tree"] for m in history)
     rollout = sum(m["time/generate"] + m["time/env"] for m in history)

@@ -194,8 +194,8 @@ def train_sft(cfg: SFTConfig, *, log: Any = sys.stderr) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     base = _base_model(cfg, out / "_scratch")
     train_config = TrainConfig.from_flat(model=base, regime=cfg.regime, max_prompt_tokens=cfg.max_prompt_tokens,
-                               device=cfg.device, lr=cfg.lr, weight_decay=cfg.weight_decay, temperature=1.0,
-                               max_grad_norm=cfg.max_grad_norm)
+                                         device=cfg.device, lr=cfg.lr, weight_decay=cfg.weight_decay, temperature=1.0,
+                                         max_grad_norm=cfg.max_grad_norm)
     policies = PolicySet(train_config.model, train_config.policy_for_roles(roles))
     examples = []
     for demo in demos:

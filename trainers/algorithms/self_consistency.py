@@ -227,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     profile = StepProfile(args.profile_dir, args.profile) if args.profile != "off" else NO_PROFILE
     seed_everything(args.seed)  # python's, numpy's and torch's generators, as every trainer seeds them
     config = TrainConfig.from_flat(model=args.model, env=args.env, temperature=args.temperature,
-                         max_new_tokens=args.max_new_tokens)
+                                   max_new_tokens=args.max_new_tokens)
     config.validate()  # a bad temperature is one line (ConfigError), like train's
     probe = pettingllm_envs.make(args.env, **env_kwargs)
     policies = PolicySet(config.model, config.policy_for_roles(probe.possible_agents))

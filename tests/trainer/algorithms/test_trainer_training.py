@@ -181,9 +181,9 @@ def test_agents_finishing_at_different_times_are_all_trained(monkeypatch, tiny_m
     monkeypatch.setitem(ENV_MODULES, "uneven_v0", "uneven_env")
     dump = tmp_path / "samples.jsonl"
     trainer = Trainer(TrainConfig.from_flat(env="uneven_v0", env_kwargs={"laps": 3}, model=str(tiny_model_dir),
-                                  run_dir=str(tmp_path / "run"), steps=1, problems_per_step=2, n_samples=4,
-                                  max_new_tokens=3, lr=1e-2, progress=False, tensorboard=False, eval_every=0,
-                                  dump_samples=str(dump)))
+                                            run_dir=str(tmp_path / "run"), steps=1, problems_per_step=2, n_samples=4,
+                                            max_new_tokens=3, lr=1e-2, progress=False, tensorboard=False, eval_every=0,
+                                            dump_samples=str(dump)))
     before = trainer.policies.snapshot("shared")
     metrics = trainer.train_step()
     rows = [json.loads(line) for line in dump.read_text().splitlines()]

@@ -50,7 +50,7 @@ def make_policies(model_dir: str, lora: bool) -> PolicySet:
     """The policy every process builds alike (LoRA's fresh adapters are drawn from the seed)."""
     torch.manual_seed(0)
     config = TrainConfig.from_flat(model=model_dir, env="toy", max_new_tokens=5, device="cpu", lr=LR, lora=lora,
-                         kl_coef=0.1 if lora else 0.0)
+                                   kl_coef=0.1 if lora else 0.0)
     return PolicySet(config.model, config.policy_for_roles(["a"]))
 
 

@@ -171,7 +171,7 @@ def test_a_lora_engine_follows_the_pushed_adapter(ray_cluster, tiny_model_dir):
     from trainers.models.policy_set import PolicySet
 
     config = TrainConfig.from_flat(model=str(tiny_model_dir), max_new_tokens=6, env=TOY, device="cpu", lora=True,
-                         regime="per_role")
+                                   regime="per_role")
     dist = DistributedConfig(rollout_workers=1)
     dist.validate()
     pools = Pools(dist, ["second"])

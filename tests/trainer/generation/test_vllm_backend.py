@@ -115,8 +115,8 @@ def test_the_configs_engine_options_reach_the_engine():
     from trainers.generation.vllm_backend import engine_options
 
     config = TrainConfig.from_flat(model="m", generation_backend="vllm", regime="per_role", vllm_max_model_len="384",
-                         vllm_kv_cache_gib="0.5", vllm_enforce_eager="true", dtype="bfloat16", seed=3,
-                         vllm_dtype="float32")
+                                   vllm_kv_cache_gib="0.5", vllm_enforce_eager="true", dtype="bfloat16", seed=3,
+                                   vllm_dtype="float32")
     config.validate()
     options = engine_options(config.generation, trainer_dtype=config.model.dtype, seed=config.run.seed, lora_rank=0)
     assert options == EngineOptions(dtype="float32", seed=3, max_model_len=384, kv_cache_gib=0.5, enforce_eager=True)

@@ -169,7 +169,7 @@ def test_the_engine_runs_the_tiny_model_at_the_dtype_chosen_for_this_cpu(tiny_mo
     from trainers.generation.vllm_backend import VLLMGenerator, engine_options
 
     config = TrainConfig.from_flat(model=str(tiny_model_dir), generation_backend="vllm", vllm_enforce_eager=True,
-                         vllm_max_model_len=128)
+                                   vllm_max_model_len=128)
     generator = VLLMGenerator(str(tiny_model_dir), temperature=1.0, max_new_tokens=4, stop_token_ids=[1],
                               options=engine_options(config.generation, trainer_dtype=config.model.dtype,
                                                      seed=config.run.seed, lora_rank=0))

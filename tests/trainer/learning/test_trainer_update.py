@@ -62,8 +62,8 @@ def delta(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> di
 
 def test_settings_come_from_the_trainer_config():
     config = TrainConfig.from_flat(model="m", eps_low=0.1, eps_high=0.3, max_grad_norm=0.5, ppo_epochs=3,
-                         micro_batch_size=2, kl_coef=0.01, aggregation="dr_grpo", max_new_tokens=7,
-                         generation_backend="transformers", importance_sampling="truncated", tis_cap=3.0)
+                                   micro_batch_size=2, kl_coef=0.01, aggregation="dr_grpo", max_new_tokens=7,
+                                   generation_backend="transformers", importance_sampling="truncated", tis_cap=3.0)
     assert config.update_settings() == UpdateSettings(
         eps_low=0.1, eps_high=0.3, aggregation="dr_grpo", ppo_epochs=3, micro_batch_size=2,
         max_grad_norm=0.5, kl_coef=0.01, drop_degenerate=True, importance_sampling="truncated", tis_cap=3.0)

@@ -155,7 +155,7 @@ def test_generation_stops_and_masks_on_the_generation_configs_end_of_turn_ids(tm
 def one_step(model_dir, dtype: str, lora: bool) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], PolicySet]:
     """Weights before and after one AdamW step (lr 1e-6) of a policy-gradient loss."""
     config = TrainConfig.from_flat(model=str(model_dir), dtype=dtype, lora=lora, lr=1e-6, device="cpu",
-                         lora_r=4, lora_alpha=8)
+                                   lora_r=4, lora_alpha=8)
     policies = PolicySet(config.model, config.policy_for_roles(["first"]))
     if lora:  # PEFT starts B at 0: give the adapters a non-trivial starting point, the same in both runs
         generator = torch.Generator().manual_seed(0)
@@ -264,9 +264,10 @@ def test_trainer_marks_and_dumps_the_samples_whose_prompt_was_cut(tiny_model_dir
 
     def run(max_prompt_tokens: int, run_dir) -> list[dict]:
         config = TrainConfig.from_flat(env="plan_path_v0", model=str(tiny_model_dir), run_dir=str(run_dir), steps=1,
-                             max_prompt_tokens=max_prompt_tokens, max_new_tokens=2, problems_per_step=1, n_samples=2,
-                             env_kwargs={"max_turns": 1}, dump_samples=str(run_dir / "samples.jsonl"), eval_every=0,
-                             progress=False, tensorboard=False, checkpoint_every=0)
+                                       max_prompt_tokens=max_prompt_tokens, max_new_tokens=2, problems_per_step=1,
+                                       n_samples=2, env_kwargs={"max_turns": 1},
+                                       dump_samples=str(run_dir / "samples.jsonl"), eval_every=0,
+                                       progress=False, tensorboard=False, checkpoint_every=0)
         Trainer(config).train()
         return [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
 
