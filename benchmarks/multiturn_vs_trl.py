@@ -29,11 +29,13 @@ What is measured, per side, in its own child process (so that its peak memory is
 * **peak memory**: the child's peak resident set (``ru_maxrss``) and its growth over the
   timed steps (the peak minus the resident set once the model and trainer are built).
 
-The children run one after the other, each recording the machine's load average when it starts
-and ends. The CPU-time ratio is reported next to the wall-time one: on a shared machine whose
-load changes between the two children the wall-time ratio moves with it, the CPU time much less.
+The sides run interleaved: ``--repeats`` pairs of children, TRL then ours, one after the other, each
+child recording the machine's load average when it starts and ends, so a change of load on a
+shared machine falls on both sides instead of on whichever ran second. Each pair gives its ratios
+(``pairs``); the entry's sides and ratios are the pair with the median wall-time ratio. The
+CPU-time ratio is reported next to the wall-time one: it moves much less with the load.
 Run: ``python benchmarks/multiturn_vs_trl.py [--envs plan_path_v0,math_v0]
-[--problems 1 --n 4 --steps 2 --max-turns 3]``. Results go to
+[--problems 1 --n 4 --steps 2 --max-turns 3 --repeats 3]``. Results go to
 ``benchmarks/results/multiturn_vs_trl.json``. Needs TRL (``pip install -e '.[trl]'``).
 """
 
@@ -203,7 +205,8 @@ def child(side: str, task: dict[str, Any]) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def compare(env: str, problems: int, n: int, steps: int, max_turns: int, scratch: Path) -> dict[str, Any]:
+def compare(env: str, problems: int, n: int, steps: int, max_turns: int, repeats: int,
+            scratch: Path) -> dict[str, Any]:
     from pettingllm_envs import make
     from trainers.integrations.tiny_tool_model import write_tiny_tool_model
 
@@ -214,15 +217,23 @@ def compare(env: str, problems: int, n: int, steps: int, max_turns: int, scratch
     model = scratch / env / "model"
     generation_kwargs = write_tiny_tool_model(model, "act", "action", spec["actions"])
     task = {"env": env, "role": spec["role"], "roles": roles, "model": str(model), "problems": problems, "n": n,
-            "steps": steps, "max_turns": max_turns, "scratch": str(scratch / env),
-            "generation_kwargs": generation_kwargs}
-    trl = child("trl", task)
-    per_turn = max(1, round(trl["trained_tokens_per_model_turn"]))
-    ours = child("ours", {**task, "tokens": trl["trained_tokens"], "max_new_tokens": per_turn,
-                          "max_steps": 20 * steps})
+            "steps": steps, "max_turns": max_turns, "generation_kwargs": generation_kwargs}
+    pairs = []
+    for index in range(repeats):
+        runs = {**task, "scratch": str(scratch / env / f"pair_{index}")}  # each pair's own output dirs
+        trl = child("trl", runs)
+        per_turn = max(1, round(trl["trained_tokens_per_model_turn"]))
+        ours = child("ours", {**runs, "tokens": trl["trained_tokens"], "max_new_tokens": per_turn,
+                              "max_steps": 20 * steps})
+        pairs.append({"ours": ours, "trl": trl, **ratios(trl, ours)})
+    median = sorted(pairs, key=lambda pair: pair["speedup_per_trained_token"])[(len(pairs) - 1) // 2]
     return {"role": spec["role"], "partner": "scripted", "problems_per_step": problems, "n": n, "max_turns": max_turns,
-            "ours": ours, "trl": trl,
-            "speedup_per_trained_token": trl["wall_ms_per_trained_token"] / ours["wall_ms_per_trained_token"],
+            **median, "pairs": [ratios(pair["trl"], pair["ours"]) for pair in pairs]}
+
+
+def ratios(trl: dict[str, Any], ours: dict[str, Any]) -> dict[str, float]:
+    """TRL's cost over ours (speed-ups) and our peak memory over TRL's, for one pair of runs."""
+    return {"speedup_per_trained_token": trl["wall_ms_per_trained_token"] / ours["wall_ms_per_trained_token"],
             "speedup_per_trained_token_cpu": trl["cpu_ms_per_trained_token"] / ours["cpu_ms_per_trained_token"],
             "speedup_per_problem_group": trl["wall_seconds_per_problem_group"] / ours["wall_seconds_per_problem_group"],
             "memory_ratio": ours["peak_rss_mb"] / trl["peak_rss_mb"]}
@@ -235,6 +246,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--n", type=int, default=4, help="rollouts (TRL) / branches (ours) per problem")
     parser.add_argument("--steps", type=int, default=2, help="TRL's timed steps (after one warm-up)")
     parser.add_argument("--max-turns", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="pairs of runs (TRL, then ours), interleaved")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--side", choices=["trl", "ours"], help=argparse.SUPPRESS)
     parser.add_argument("--task", help=argparse.SUPPRESS)
@@ -251,10 +263,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(json.dumps(result))
         return result
     recording = start_recording()
-    results: dict[str, Any] = {"environment": {"torch_threads": 1}, "envs": {}}  # each child's thread count
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
+    # each child's thread count, and how many interleaved pairs each env ran
+    results: dict[str, Any] = {"environment": {"torch_threads": 1, "repeats": args.repeats}, "envs": {}}
     with tempfile.TemporaryDirectory() as scratch:
         for env in args.envs.split(","):
-            results["envs"][env] = compare(env, args.problems, args.n, args.steps, args.max_turns, Path(scratch))
+            results["envs"][env] = compare(env, args.problems, args.n, args.steps, args.max_turns, args.repeats,
+                                           Path(scratch))
             print(json.dumps({env: results["envs"][env]}, indent=2), flush=True)
     return write_results(args.out, results, recording)
 

@@ -7,9 +7,15 @@ typed: this module renders one section per benchmark from its file, labelled wit
 was recorded on, or says how to record it when the file is absent. ``tests/benchmark/test_results_page.py``
 fails when the committed page is not what this renders from the committed files.
 
+The other pages quote figures too (README.md, docs/): each speed-up, memory size, throughput or
+latency they give (``3.09x``, ``5.80 GB``, ``258 tok/s``, ``0.4 ms``) must be a number of a committed
+results file at the precision shown, or sit in a paragraph that dates it (``2026-12-01``): a figure
+measured by hand, or kept from an earlier run, says when and how (:func:`unbacked_figures`).
+
 Run ``python -m benchmarks.results_page`` after a benchmark to rewrite the page, or with
 ``--check`` to list, one line each, the results files without a machine record or with other keys
-than their benchmark writes today, the sections that say "not recorded" and a stale page (exit 1).
+than their benchmark writes today, the sections that say "not recorded", a stale page and the
+quoted figures that no results file holds (exit 1).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +34,8 @@ from benchmarks.recording import KNOWN_UNITS, ResultKeys, has_machine_record
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "results.md"
+#: The pages that quote figures: the README and every page under docs/ but the rendered one.
+QUOTING_PAGES = (ROOT / "README.md", ROOT / "docs")
 
 Figures = dict[str, Any]
 
@@ -207,7 +216,20 @@ def multiturn_vs_trl(figures: Figures) -> list[str]:
             "model; ours runs until it has trained as many tokens as TRL's timed steps.", "",
             *table(["env", "trainer", "trained tokens / steps", "wall ms / trained token", "CPU ms / trained token",
                     "wall s / problem group", "rollout share", "tokens through the model in the update", "peak RSS MB",
-                    "RSS growth MB"], rows, left=2)]
+                    "RSS growth MB"], rows, left=2), *interleaved_pairs(figures["envs"])]
+
+
+def interleaved_pairs(envs: dict[str, Figures]) -> list[str]:
+    """The spread of the speed-up over the interleaved pairs of runs (files from before ``--repeats`` have none)."""
+    lines = []
+    for env, e in envs.items():
+        pairs = e.get("pairs", [])
+        if len(pairs) > 1:
+            wall = sorted(pair["speedup_per_trained_token"] for pair in pairs)
+            cpu = sorted(pair["speedup_per_trained_token_cpu"] for pair in pairs)
+            lines.append(f"- `{env}`: {len(pairs)} interleaved pairs of runs, the median pair shown; wall speed-up per "
+                         f"trained token {wall[0]:.2f}x to {wall[-1]:.2f}x, CPU {cpu[0]:.2f}x to {cpu[-1]:.2f}x.")
+    return ["", *lines] if lines else []
 
 
 def trainer_memory(figures: Figures) -> list[str]:
@@ -406,10 +428,12 @@ def shown_path(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def problems(results: Path = RESULTS, page: Path = PAGE, benchmarks: Sequence[Benchmark] = BENCHMARKS) -> list[str]:
+def problems(results: Path = RESULTS, page: Path = PAGE, benchmarks: Sequence[Benchmark] = BENCHMARKS,
+             quoting: Sequence[Path] = QUOTING_PAGES) -> list[str]:
     """What ``--check`` reports, one line each: results files without a machine record or whose keys
-    are not what their benchmark writes today, sections of the page that say "not recorded", and a
-    ``page`` that is not what the files render."""
+    are not what their benchmark writes today, sections of the page that say "not recorded", a
+    ``page`` that is not what the files render, and the figures the ``quoting`` pages give that no
+    file under ``results`` holds (:func:`unbacked_figures`)."""
     found = []
     for bench in benchmarks:
         path = results / bench.file
@@ -426,6 +450,88 @@ def problems(results: Path = RESULTS, page: Path = PAGE, benchmarks: Sequence[Be
             found.append(f"{shown_path(page)}: section '{section.splitlines()[0]}' says 'not recorded'")
     if not page.exists() or page.read_text() != rendered:
         found.append(f"{shown_path(page)}: stale: run python -m benchmarks.results_page")
+    return found + unbacked_figures(quoting, results, page)
+
+
+#: A quoted figure: a number, or a range of two, with the unit of a speed-up, a size, a throughput or a latency.
+FIGURE = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)(?:\s*[-–]\s*(\d[\d,]*(?:\.\d+)?))?\s?(x|GB|MB|tok/s|ms)\b")
+#: What dates a paragraph: an ISO date.
+DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+
+
+def recorded_numbers(results: Path = RESULTS) -> set[float]:
+    """Every number in the results files under ``results``, and every decimal inside their strings."""
+    numbers: set[float] = set()
+
+    def collect(value: Any) -> None:
+        if isinstance(value, bool):
+            return
+        if isinstance(value, int | float):
+            numbers.add(float(value))
+        elif isinstance(value, str):
+            numbers.update(float(text) for text in re.findall(r"\d+\.\d+", value))
+        elif isinstance(value, dict):
+            for item in value.values():
+                collect(item)
+        elif isinstance(value, list):
+            for item in value:
+                collect(item)
+
+    for path in sorted(results.rglob("*.json")):
+        collect(json.loads(path.read_text()))
+    return numbers
+
+
+def is_recorded(figure: str, numbers: set[float]) -> bool:
+    """Whether a number of ``numbers`` shows as ``figure`` at its precision (``5.80`` matches 5.7968)."""
+    text = figure.replace(",", "")
+    places = len(text.partition(".")[2])
+    value = float(text)
+    return any(abs(round(number, places) - value) < 0.5 * 10 ** -places * 1e-6 + 1e-12 for number in numbers)
+
+
+def quoted_figures(text: str) -> list[tuple[int, str, bool]]:
+    """The figures ``text`` quotes outside code blocks: (line number, figure with unit, whether its
+    paragraph or the one just above it is dated). A table is one paragraph, dated by its caption."""
+    found = []
+    paragraphs: list[list[tuple[int, str]]] = [[]]
+    fenced = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        if line.strip():
+            paragraphs[-1].append((number, line))
+        elif paragraphs[-1]:
+            paragraphs.append([])
+    for index, paragraph in enumerate(paragraphs):
+        context = paragraph + (paragraphs[index - 1] if index else [])
+        dated = any(DATE.search(line) for _, line in context)
+        for number, line in paragraph:
+            for match in FIGURE.finditer(re.sub(r"`[^`]*`", "", line)):
+                for value in match.group(1, 2):
+                    if value is not None:
+                        found.append((number, f"{value}{match.group(3)}", dated))
+    return found
+
+
+def unbacked_figures(pages: Sequence[Path] = QUOTING_PAGES, results: Path = RESULTS,
+                     rendered: Path = PAGE) -> list[str]:
+    """One line per figure that a page quotes undated and no results file holds at its precision."""
+    numbers = recorded_numbers(results)
+    files = sorted(path for page in pages for path in ([page] if page.is_file() else page.rglob("*.md")))
+    found = []
+    for path in files:
+        if path == rendered:
+            continue
+        for number, figure, dated in quoted_figures(path.read_text()):
+            unit = FIGURE.match(figure)
+            assert unit is not None
+            if not dated and not is_recorded(unit.group(1), numbers):
+                found.append(f"{shown_path(path)}:{number}: {figure} is in no results file and its paragraph is "
+                             "not dated (rerun its benchmark, or date it with the command that measured it)")
     return found
 
 
@@ -435,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="list what the results files and the page lack, one line each; exit 1 if anything")
     args = parser.parse_args(argv)
     if args.check:
-        found = problems(RESULTS, PAGE, BENCHMARKS)
+        found = problems(RESULTS, PAGE, BENCHMARKS, QUOTING_PAGES)
         print("\n".join(found) if found else f"{shown_path(RESULTS)} and {shown_path(PAGE)}: nothing to report")
         return int(bool(found))
     PAGE.write_text(render(RESULTS, BENCHMARKS))

@@ -15,7 +15,7 @@ from benchmarks import multiturn_vs_trl
 def test_a_quick_run_writes_both_sides_with_the_same_trained_tokens(tmp_path):
     out = tmp_path / "multiturn_vs_trl.json"
     results = multiturn_vs_trl.main(["--envs", "math_v0", "--problems", "1", "--n", "2", "--steps", "1",
-                                     "--max-turns", "1", "--out", str(out)])
+                                     "--max-turns", "1", "--repeats", "2", "--out", str(out)])
     assert json.loads(out.read_text()) == json.loads(json.dumps(results))
     assert len(results["machine"]["load_average_before"]) == len(results["machine"]["load_average_after"]) == 3
     entry = results["envs"]["math_v0"]
@@ -30,3 +30,6 @@ def test_a_quick_run_writes_both_sides_with_the_same_trained_tokens(tmp_path):
     assert ours["max_new_tokens"] == max(1, round(trl["trained_tokens_per_model_turn"]))
     assert entry["speedup_per_trained_token"] == pytest.approx(
         trl["wall_ms_per_trained_token"] / ours["wall_ms_per_trained_token"])
+    # two interleaved pairs (TRL, ours, TRL, ours); the entry's sides are the lower-median pair's
+    assert results["environment"]["repeats"] == 2 and len(entry["pairs"]) == 2
+    assert entry["speedup_per_trained_token"] == min(pair["speedup_per_trained_token"] for pair in entry["pairs"])

@@ -62,7 +62,7 @@ def test_the_page_renders_what_the_env_benchmarks_write(tmp_path):
     # What the two write today is what they declare, with the machine record: the check has nothing to say.
     written = [bench for bench in BENCHMARKS if bench.file in ("perf_envs.json", "reasoning_gym_bridge.json")]
     (tmp_path / "results.md").write_text(render(tmp_path, written))
-    assert problems(tmp_path, tmp_path / "results.md", written) == []
+    assert problems(tmp_path, tmp_path / "results.md", written, quoting=[]) == []
     assert page.count("**Machine 1**") == 3  # the index and both sections: one machine ran both
 
 
@@ -110,7 +110,7 @@ def checked(tmp_path: Path, files: dict[str, dict[str, Any]], benchmarks: list[B
         (results / name).write_text(json.dumps(figures))
     page = tmp_path / "results.md"
     page.write_text(render(results, benchmarks))
-    return problems(results, page, benchmarks)
+    return problems(results, page, benchmarks, quoting=[])
 
 
 def test_the_check_passes_a_clean_set(tmp_path):
@@ -141,6 +141,7 @@ def test_the_check_reports_a_stale_page_and_exits_1_with_a_line_per_problem(tmp_
     monkeypatch.setattr(results_page, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(results_page, "PAGE", tmp_path / "results.md")
     monkeypatch.setattr(results_page, "BENCHMARKS", [WEIGHT_SYNC])
+    monkeypatch.setattr(results_page, "QUOTING_PAGES", ())
     assert main(["--check"]) == 0
     (tmp_path / "results.md").write_text("typed by hand\n")
     (tmp_path / "results" / "weight_sync.json").write_text(json.dumps(weight_sync_figures(machine=None)))
@@ -168,3 +169,29 @@ def test_the_page_labels_each_section_with_its_machine_and_groups_them(tmp_path)
     assert "**Machine 1**: " in by_title[WEIGHT_SYNC.title]
     assert "**Machine 2**: Another CPU (units: avx2, amx_tile)" in by_title["Again"]
     assert "Machine not recorded in this file" in by_title["Old"] and "Recorded with: cpus 2." in by_title["Old"]
+
+
+def test_every_figure_the_docs_quote_is_in_a_results_file_or_dated():
+    assert results_page.unbacked_figures() == []
+
+
+def test_a_quoted_figure_needs_a_results_file_at_its_precision_or_a_date(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "bench.json").write_text(json.dumps({"speedup": 3.0871, "rows": [{"peak_gb": 5.796}],
+                                                    "note": "quiet 1.95x"}))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "page.md").write_text(
+        "Ours is 3.09x TRL's and peaks at 5.80 GB; 1.95x quiet.\n"  # all three in the file at this precision
+        "A hand edit: 3.1x? No: 3.10x is not 3.0871.\n"  # 3.1x matches, 3.10x does not
+        "\n"
+        "| run | speed-up |\n|---|---|\n| old | 7.5-8.2x |\n"  # a table, undated
+        "\n"
+        "Measured by hand on 2026-12-01 (`python -m bench`): 9.99x.\n"
+        "\n"
+        "```\nprint('12.5x in a code block is not a quoted figure')\n```\n"
+        "Inline code is not either: `--speedup 4.4x`.\n")
+    found = results_page.unbacked_figures([docs], results, tmp_path / "results.md")
+    assert [line.split(" is in no")[0] for line in found] == [
+        f"{docs / 'page.md'}:2: 3.10x", f"{docs / 'page.md'}:6: 7.5x", f"{docs / 'page.md'}:6: 8.2x"]

@@ -10,7 +10,10 @@ micro-batches and completions of width 1 (the lockstep cases of the module docst
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import random
+import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,11 @@ LR = 5e-2
 WEIGHT_ATOL = 0.1 * LR
 #: The mean gap over all elements: float noise only (measured up to 5.6e-7, against a mean move of 5.6e-2).
 MEAN_ATOL = 1e-5
+
+#: A rank that has not finished by then is stuck: it prints every thread's stack and exits, so a hang
+#: fails with where each rank waited (a rank's whole run takes about 10 s here, 60 s under load, and
+#: gloo's own default timeout is 30 minutes).
+RANK_TIMEOUT_S = 300
 
 SETTINGS = UpdateSettings(eps_low=0.2, eps_high=0.28, aggregation="token_mean", ppo_epochs=2,
                           micro_batch_size=2, max_grad_norm=0.5, importance_sampling="none")
@@ -84,24 +92,28 @@ def single_process(model_dir: str, lora: bool) -> tuple[dict[str, torch.Tensor],
 
 def rank_main(rank: int, world: int, init_file: str, model_dir: str, mode: str, lora: bool, out: str) -> None:
     """One rank: build, wrap, update on its shard, then gather what the checks read (rank 0 writes)."""
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    try:
-        policies = make_policies(model_dir, lora)
-        trained = DataParallelPolicy(policies, "shared", mode)  # type: ignore[arg-type]
-        samples = trainable(make_samples(policies), settings_for(lora))
-        stats = trained.update(shard(samples, world)[rank], settings_for(lora))
-        snapshot = trained.snapshot()
-        optimizer = trained.optimizer_state()
-        trained.save(Path(out) / "policies", write=rank == 0)
-        # the gathered state loads back into the shards and gathers to the same values
-        trained.load_optimizer_state(optimizer)
-        reloaded = trained.optimizer_state()
-        if rank == 0:
-            torch.save({"weights": snapshot, "stats": dataclasses.asdict(stats), "optimizer": optimizer,
-                        "reloaded": reloaded, "shards": [len(part) for part in shard(samples, world)]},
-                       Path(out) / "rank0.pt")
-    finally:
-        dist.destroy_process_group()
+    faulthandler.dump_traceback_later(RANK_TIMEOUT_S, exit=True)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=RANK_TIMEOUT_S))
+    policies = make_policies(model_dir, lora)
+    trained = DataParallelPolicy(policies, "shared", mode)  # type: ignore[arg-type]
+    samples = trainable(make_samples(policies), settings_for(lora))
+    stats = trained.update(shard(samples, world)[rank], settings_for(lora))
+    snapshot = trained.snapshot()
+    optimizer = trained.optimizer_state()
+    trained.save(Path(out) / "policies", write=rank == 0)
+    # the gathered state loads back into the shards and gathers to the same values
+    trained.load_optimizer_state(optimizer)
+    reloaded = trained.optimizer_state()
+    if rank == 0:
+        torch.save({"weights": snapshot, "stats": dataclasses.asdict(stats), "optimizer": optimizer,
+                    "reloaded": reloaded, "shards": [len(part) for part in shard(samples, world)]},
+                   Path(out) / "rank0.pt")
+    # Both ranks done before either tears its group down: a rank that destroys its group while the other
+    # still has work queued on it can leave the other waiting (pytorch/pytorch#75097). A rank that raised
+    # skips this and exits; mp.spawn then ends the other.
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 #: Micro-batch sizes of the single-process runs whose grad norms measure the summation noise.
@@ -137,8 +149,15 @@ def norm_envelope(model_dir: str, lora: bool) -> tuple[float, float]:
 
 
 def run_ranks(tmp_path: Path, model_dir: str, mode: str, lora: bool, world: int = 2) -> dict[str, Any]:
-    mp.spawn(rank_main, args=(world, str(tmp_path / "rendezvous"), model_dir, mode, lora, str(tmp_path)),
-             nprocs=world, join=True)
+    ranks = mp.spawn(rank_main, args=(world, str(tmp_path / "rendezvous"), model_dir, mode, lora, str(tmp_path)),
+                     nprocs=world, join=False)
+    deadline = time.monotonic() + RANK_TIMEOUT_S + 60
+    while not ranks.join(timeout=5):  # raises when a rank failed
+        if time.monotonic() > deadline:  # stuck after its own watchdog: at exit, where Python is gone
+            codes = [process.exitcode for process in ranks.processes]
+            for process in ranks.processes:
+                process.kill()
+            pytest.fail(f"the ranks did not exit within {RANK_TIMEOUT_S + 60} s (exit codes {codes})")
     return torch.load(tmp_path / "rank0.pt", weights_only=False)
 
 
