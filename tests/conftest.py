@@ -113,7 +113,10 @@ def ray_cluster(ray_session):
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``--dist loadgroup``), the tests that use the session's Ray share one
-    worker: one Ray start instead of one per worker, and no two Rays competing for 2 cores."""
+    worker: one Ray start instead of one per worker, and no two Rays competing for 2 cores. The
+    group is the longest chain one worker runs alone; xdist hands out its largest scope first
+    (``--loadscope-reorder``, its default), so the chain starts at once while the other workers
+    take the single tests as they free up."""
     for item in items:
         if "ray_session" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("ray"))

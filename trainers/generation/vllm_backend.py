@@ -162,6 +162,12 @@ class EngineOptions:
                                   "gpu_memory_utilization": self.gpu_memory_utilization,
                                   "enable_prefix_caching": True, "logprobs_mode": "processed_logprobs",
                                   "worker_extension_cls": f"{WeightSync.__module__}.{WeightSync.__qualname__}"}
+        if not torch.cuda.is_available():
+            # A prompt split across engine steps (chunked prefill, when a step's prompts exceed its token
+            # budget) makes vLLM rewind the request's seeded generator, which CPU generators cannot:
+            # the engine died ("CPU Generator does not use offset") at 32 prompts of ~200 tokens.
+            # Scheduled whole, prompts never need the rewind.
+            kwargs["enable_chunked_prefill"] = False
         if self.max_model_len is not None:
             kwargs["max_model_len"] = self.max_model_len
         if self.kv_cache_gib is not None:

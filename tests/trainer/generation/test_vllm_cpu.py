@@ -165,7 +165,10 @@ def test_vllm_refuses_the_old_head_size_before_starting_and_the_command_says_why
 @needs_vllm_cpu
 def test_the_engine_runs_the_tiny_model_at_the_dtype_chosen_for_this_cpu(tiny_model_dir):
     """The user's tiny model generates (head size 16 died here at the first generation) on an engine
-    started with the run's options, whose dtype is the choice for this CPU."""
+    started with the run's options, whose dtype is the choice for this CPU. A seeded batch whose prompts
+    exceed one engine step's token budget (4,096 here) samples as the same prompts do alone: with
+    chunked prefill a prompt split across steps made vLLM rewind its CPU generator, and the compiled
+    engine died (this eager one did not), so the engine must schedule prompts whole."""
     from trainers.generation.vllm_backend import VLLMGenerator, engine_options
 
     config = TrainConfig.from_flat(model=str(tiny_model_dir), generation_backend="vllm", vllm_enforce_eager=True,
@@ -178,6 +181,11 @@ def test_the_engine_runs_the_tiny_model_at_the_dtype_chosen_for_this_cpu(tiny_mo
         assert engine_dtype == getattr(torch, engine_dtype_choice("auto", "float32").dtype)
         generations = generator.generate("shared", [[5, 6, 7], [8, 9]], 2, seeds=[1, 2, 3, 4])
         assert len(generations) == 4 and all(1 <= len(g.completion_ids) <= 4 for g in generations)
+        assert not generator.llm.llm_engine.vllm_config.scheduler_config.enable_chunked_prefill
+        long_prompts = [[3 + (k * 7 + i) % 240 for i in range(120)] for k in range(40)]  # 4,800 prompt tokens
+        batch = generator.generate("shared", long_prompts, 1, seeds=list(range(40)))
+        alone = generator.generate("shared", long_prompts[-3:], 1, seeds=[37, 38, 39])
+        assert [g.completion_ids for g in batch[-3:]] == [g.completion_ids for g in alone]
     finally:
         generator.close()
 
