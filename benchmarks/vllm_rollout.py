@@ -251,7 +251,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     samplers = args.samplers.split(",")
+    workload = {"env": "toy_bytes_v0", "roles": 2, "problems": args.problems, "n": args.n,
+                "max_new_tokens": args.max_new_tokens, "dtype": "float32", "repeats": args.repeats,
+                "vllm_enforce_eager": args.enforce_eager, "vllm_kv_cache_gib": args.kv_cache_gib,
+                "vllm_dtype": args.vllm_dtype, "vllm_cpu_ci_env": os.environ.get("VLLM_CPU_CI_ENV", "")}
     figures: dict[str, Any] = {}
+    result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, model_dir in model_dirs(args.models.split(","), Path(tmp)).items():
             blocks = {sampler: run_block(sampler, model_dir, args) for sampler in samplers}
@@ -262,14 +267,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         figures[name][f"vllm_vs_{baseline}"] = {
                             "tokens_per_s": blocks["vllm"]["tokens_per_s"] / blocks[baseline]["tokens_per_s"],
                             "step_s": blocks[baseline]["median_step_s"] / blocks["vllm"]["median_step_s"]}
-    result = {
-        "workload": {"env": "toy_bytes_v0", "roles": 2, "problems": args.problems, "n": args.n,
-                     "max_new_tokens": args.max_new_tokens, "dtype": "float32", "repeats": args.repeats,
-                     "vllm_enforce_eager": args.enforce_eager, "vllm_kv_cache_gib": args.kv_cache_gib,
-                     "vllm_dtype": args.vllm_dtype, "vllm_cpu_ci_env": os.environ.get("VLLM_CPU_CI_ENV", "")},
-        "models": figures, "target_vllm_vs_transformers": TARGET, "threads": args.threads,
-    }
-    result = write_results(args.out, result, recording)
+            # written after each model, so a crash in a later one keeps the figures measured
+            result = write_results(args.out, {"workload": workload, "models": figures,
+                                              "target_vllm_vs_transformers": TARGET, "threads": args.threads},
+                                   recording)
     print(json.dumps(result, indent=2))
     return result
 

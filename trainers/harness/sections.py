@@ -85,7 +85,7 @@ BOUNDS: dict[str, Bound] = {
     "temperature": _POSITIVE,  # the trainer needs sampling and log-probs at T, not argmax
     "max_new_tokens": _AT_LEAST_ONE,
     "max_prompt_tokens": _AT_LEAST_ONE,
-    "lr": Bound(0, 1, low_open=True, high_open=False),
+    "lr": Bound(0, 1, low_open=False, high_open=False),  # 0: a control run, every part run, no weight moved
     "weight_decay": _NON_NEGATIVE,
     "lora_r": _AT_LEAST_ONE,
     "lora_alpha": _AT_LEAST_ONE,

@@ -79,7 +79,8 @@ class ModelSpec:
     such samples carry ``prompt_truncated`` (the env already cuts very long observations)."""
     lr: float = 1e-5
     """AdamW learning rate of every policy (full fine-tuning of a real model wants ~1e-6; LoRA or
-    the tiny model more)."""
+    the tiny model more). 0 makes a control run: rollouts, updates and evaluations all run and no
+    weight moves, the baseline a learning curve is compared with."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
 
