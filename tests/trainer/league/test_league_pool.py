@@ -142,5 +142,5 @@ def test_bad_requests_are_refused_in_one_line(tmp_path):
         League([Member("x", "random", "exploiter")])
     with pytest.raises(LeagueError, match="league rule 'elo'"):
         League([], rule="elo")
-    with pytest.raises(LeagueError, match="league.json is missing"):
+    with pytest.raises(LeagueError, match=r"league\.json is missing"):
         League.load(tmp_path)
