@@ -12,6 +12,12 @@ from pathlib import Path
 
 import pytest
 
+# Every Ray a test starts (the session's, and those of the subprocesses tests run) gives its workers
+# the normal priority, as the trainer's own local Ray does (trainers.distributed.cluster): at Ray's
+# default niceness of 15, the other xdist worker's tests starved the actors, and a weight broadcast
+# test timed out after 300 s waiting for an actor to start.
+os.environ.setdefault("RAY_worker_niceness", "0")
+
 
 def ray_worker_pythonpath() -> str:
     """A ``PYTHONPATH`` for Ray workers: tests/ (the support modules) and every folder of test files,

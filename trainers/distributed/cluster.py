@@ -28,6 +28,11 @@ class ActorFailed(RuntimeError):
 
 #: Longest wait for a new actor to start (see the module docstring).
 ACTOR_START_TIMEOUT_S = 300.0
+LOCAL_WORKER_NICENESS = 0
+"""The priority of the workers of a Ray this process starts. Ray's default, niceness 15, makes its
+workers yield to every other process of the machine; here the actors are the run's work (sampling,
+updates), so any other busy process starved them: beside two busy loops on 2 cores an actor got ~4 %
+of a core and took over 300 s to start and answer."""
 
 
 def import_ray() -> Any:
@@ -46,8 +51,10 @@ def connect(config: DistributedConfig) -> Any:
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
         local = config.address == "local"
-        if local and config.local_cpus:
-            kwargs["num_cpus"] = config.local_cpus
+        if local:
+            kwargs["_system_config"] = {"worker_niceness": LOCAL_WORKER_NICENESS}
+            if config.local_cpus:
+                kwargs["num_cpus"] = config.local_cpus
         ray.init(address=None if local else config.address, **kwargs)
     return ray
 
