@@ -9,6 +9,7 @@
 ``generation``     one protocol and its backends (in-process sampler, transformers, vLLM, an
                    OpenAI-compatible endpoint) and the server
 ``rollout``        episodes played through a generator, credit to samples
+``league``         the opponents of a competitive env's learner: the pool, its sampling, ratings
 ``learning``       one policy-gradient update and its metrics
 ``harness``        run dir, atomic checkpoints and resume, config history, logs, progress
 ``algorithms``     AT-GRPO, the prompt-conditioned variants, self-consistency, M-GRPO
@@ -28,7 +29,7 @@ from __future__ import annotations
 from repo_paths import REPO as ROOT
 from test_import_graph import import_graph
 
-LAYERS = ("profiling", "maths", "models", "generation", "rollout", "learning", "harness", "algorithms",
+LAYERS = ("profiling", "maths", "models", "generation", "rollout", "league", "learning", "harness", "algorithms",
           "distributed", "integrations", "cli")
 
 

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pettingllm_envs.extras import extra_hint
 from trainers.maths.opponent_sampling import RULES, loss_rate, opponent_weights
 
 Outcome = Literal["win", "draw", "loss"]
@@ -77,7 +78,7 @@ def _model() -> Any:
     try:
         from openskill.models import PlackettLuce
     except ImportError as missing:  # the train extra installs it
-        raise LeagueError("ratings need openskill: pip install 'pettingllm-envs[train]'") from missing
+        raise LeagueError(f"ratings need openskill, {extra_hint('train')}") from missing
     return PlackettLuce()
 
 
